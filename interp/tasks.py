@@ -84,6 +84,8 @@ def _as_long(x, name: str) -> Tensor:
         t = torch.as_tensor(x)
     except (TypeError, ValueError, RuntimeError) as e:
         raise ValueError(f"{name}={x!r} is not an integer array: {e}") from None
+    if t.numel() == 0:
+        return t.long()
     if t.dtype.is_floating_point or t.dtype == torch.bool:
         raise ValueError(f"{name}={x!r} is not an integer array; accepted: integers")
     return t.long()
@@ -279,3 +281,28 @@ def check_tokens(case: int, n: int, tokens) -> Int[Tensor, "batch pos"]:
         )
     _check_range(tokens, "tokens", d_vocab(case, n))
     return tokens
+
+
+def answers(case: int, n: int, tokens) -> Int[Tensor, "batch"]:
+    """Vectorised reference: f(i*) for each row of tokens, read off the table in the tokens.
+
+    The batched twin of :func:`evaluate` (tested against it); validates shape and vocabulary.
+    """
+    tokens = check_tokens(case, n, tokens)
+    if case == 1:
+        values, target = tokens[:, :n], tokens[:, n]
+        if (target >= n).any():
+            raise ValueError(f"case 1 target tokens must be in 0..{n - 1}")
+        return values.gather(1, target[:, None])[:, 0]
+    if case in SAME_POSITION:
+        pairs, target = tokens[:, :n], tokens[:, n] - n * n
+        if (pairs >= n * n).any() or (target < 0).any():
+            raise ValueError(f"case {case} needs n pair tokens < {n * n} then a query token >= {n * n}")
+        keys, values = pairs // n, pairs % n
+    else:
+        keys, values, target = tokens[:, 0 : 2 * n : 2], tokens[:, 1 : 2 * n : 2], tokens[:, 2 * n]
+    _check_permutations(keys, n)
+    if case not in PERMUTED and not (keys == torch.arange(n)).all():
+        raise ValueError(f"case {case} needs keys 0..{n - 1} in order")
+    hit = (keys == target[:, None]).int().argmax(1, keepdim=True)
+    return values.gather(1, hit)[:, 0]

@@ -1,0 +1,44 @@
+"""The ``interp`` command line (also ``python -m interp``).
+
+Each subcommand lives in its own module, which defines ``add_arguments(parser)`` and
+``run(args) -> int``; :data:`COMMANDS` maps the subcommand name to that module and a one-line
+help. Modules are imported only when their subcommand runs, so ``interp --help`` stays quick.
+Library code logs and returns data; only these ``run`` functions print.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "verify": ("interp.verify", "check every construction against a plain-Python evaluator"),
+}
+
+
+def _parser(chosen: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="interp", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.set_defaults(_module=module)
+        if name == chosen:  # import only the module of the subcommand that runs
+            importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    args = _parser(chosen if chosen in COMMANDS else None).parse_args(argv)
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except ValueError as e:  # bad input: a clear message, not a traceback
+        print(f"interp {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

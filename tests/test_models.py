@@ -1,0 +1,96 @@
+"""interp.models: the paper's Section 4 architecture as a HookedTransformer."""
+
+import pytest
+import torch
+
+from interp import models, tasks
+
+
+@pytest.mark.parametrize("case", tasks.CASES)
+def test_architecture(case):
+    n, d_token = 5, 3
+    model = models.build_model(case, n, d_token, n_layers=2, seed=0)
+    cfg = model.cfg
+    d_model = 2 * d_token if case in (2, 3) else d_token
+    assert (cfg.d_model, cfg.d_head, cfg.n_heads, cfg.n_layers) == (d_model, d_model, 1, 2)
+    assert cfg.attn_only and cfg.normalization_type is None
+    assert cfg.n_ctx == tasks.seq_len(case, n) and cfg.d_vocab_out == n
+    assert not any("mlp" in name or "ln" in name for name, _ in model.named_parameters())
+    tokens, _ = tasks.sample(case, n, 4)
+    assert model(tokens).shape == (4, tasks.seq_len(case, n), n)
+
+
+def test_attention_is_bidirectional():
+    # Changing the last token must change the output at position 0 (no causal mask).
+    model = models.build_model(4, 5, 8, seed=0)
+    tokens, _ = tasks.sample(4, 5, 1)
+    other = tokens.clone()
+    other[0, -1] = (other[0, -1] + 1) % 5
+    assert not torch.allclose(model(tokens)[0, 0], model(other)[0, 0])
+
+
+def test_no_positional_embedding_is_zero_frozen_and_permutation_invariant():
+    model = models.build_model(1, 6, 4, pos_embed="none", seed=0)
+    W_pos = model.pos_embed.W_pos
+    assert not W_pos.requires_grad and torch.count_nonzero(W_pos) == 0
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    tokens, answers = tasks.sample(1, 6, 16)
+    torch.nn.functional.cross_entropy(model(tokens)[:, -1], answers).backward()
+    opt.step()
+    assert torch.count_nonzero(model.pos_embed.W_pos) == 0
+    # Without positions the final output cannot depend on the order of the other tokens.
+    shuffled = torch.cat([tokens[:, :6].flip(1), tokens[:, 6:]], dim=1)
+    torch.testing.assert_close(model(tokens)[:, -1], model(shuffled)[:, -1])
+
+
+def test_learned_positional_embedding_is_trainable():
+    model = models.build_model(4, 5, 4, pos_embed="learned", seed=0)
+    assert model.pos_embed.W_pos.requires_grad and torch.count_nonzero(model.pos_embed.W_pos) > 0
+
+
+@pytest.mark.parametrize("case", [2, 3])
+def test_pair_embedding_concatenates_two_small_tables(case):
+    n, d_token = 4, 3
+    model = models.build_model(case, n, d_token, seed=0)
+    assert models.has_pair_embedding(model)
+    key = model.embed.parametrizations.W_E.original0
+    value = model.embed.parametrizations.W_E.original1
+    assert key.shape == value.shape == (n, d_token)
+    W_E = model.embed.W_E
+    assert W_E.shape == (n * n + n, 2 * d_token)
+    for k in range(n):
+        for v in range(n):
+            assert torch.equal(W_E[k * n + v], torch.cat([key[k], value[v]]))
+        assert torch.equal(W_E[n * n + k], torch.cat([key[k], torch.zeros(d_token)]))
+    trainable = sum(p.numel() for p in model.embed.parameters() if p.requires_grad)
+    assert trainable == 2 * n * d_token  # not a free n*n-row table
+    # hooks and caches see the concatenated embedding, gradients reach both tables
+    tokens, answers = tasks.sample(case, n, 8)
+    logits, cache = model.run_with_cache(tokens)
+    torch.testing.assert_close(cache["hook_embed"], W_E[tokens])
+    torch.nn.functional.cross_entropy(logits[:, -1], answers).backward()
+    assert key.grad is not None and value.grad is not None and key.grad.abs().sum() > 0
+
+
+def test_seed_reproduces_initialisation():
+    a = models.build_model(3, 5, 4, seed=7)
+    b = models.build_model(3, 5, 4, seed=7)
+    c = models.build_model(3, 5, 4, seed=8)
+    for (name, p), q, r in zip(a.named_parameters(), b.parameters(), c.parameters()):
+        assert torch.equal(p, q), name
+    assert any(not torch.equal(p, r) for p, r in zip(a.parameters(), c.parameters()))
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(case=0, n=5, d_token=2), "case=0"),
+        (dict(case=1, n=0, d_token=2), "n=0"),
+        (dict(case=1, n=5, d_token=0), "d_token=0"),
+        (dict(case=1, n=5, d_token=2, n_layers=3), "n_layers=3"),
+        (dict(case=1, n=5, d_token=2, pos_embed="sinusoidal"), "pos_embed='sinusoidal'"),
+    ],
+)
+def test_bad_spec(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        models.build_model(**kwargs)
