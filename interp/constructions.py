@@ -34,9 +34,10 @@ import torch
 from interp import attention as attention_modes
 from interp import models, tasks
 
-#: Largest n (on the grid of ``experiments/precision/``) at which every construction was
-#: measured exact with ``interp verify --precision``; ``build`` refuses n beyond it.
-#: Keys: (case, n_layers, dtype). Filled from ``experiments/precision/limits.json``.
+#: Largest n (on the grid of ``experiments/precision/measure.py``) up to which a construction
+#: was measured exact, for the (case, n_layers, dtype) where a larger grid n failed; ``build``
+#: refuses n beyond it. Filled from ``interp/precision_limits.json`` (written by that script);
+#: where no failure was seen up to the grid's top there is no entry and no refusal.
 EXACT_UP_TO: dict[tuple[int, int, torch.dtype], int] = {}
 
 
@@ -271,6 +272,8 @@ def _load_limits() -> None:
         warnings.warn("interp/precision_limits.json is missing: build() cannot check precision")
         return
     for row in json.loads(text):
+        if row["first_failure"] is None:
+            continue
         EXACT_UP_TO[(row["case"], row["layers"], getattr(torch, row["dtype"]))] = row["exact_up_to"]
 
 

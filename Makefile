@@ -1,0 +1,24 @@
+# Set-up is part of every target: the first call builds .venv from pyproject.toml.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test chromium full
+
+run: $(STAMP)  ## the main job on the embedded default (verify, demo sweep, report, analysis)
+	$(BIN)/interp run
+
+full: $(STAMP)  ## the paper's Tables 1 and 2
+	$(BIN)/interp run --full
+
+test: $(STAMP) chromium  ## the test suite (what CI runs)
+	$(BIN)/python -m pytest -q
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+chromium:  ## Debian's headless Chromium, for the attention-view rendering test
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
