@@ -1,0 +1,299 @@
+"""Do trained seeds recover the paper's constructions? Per-model measures and sweep reports.
+
+:func:`measure` reduces one model to a flat dict of the measures of :mod:`interp.hooks`,
+:mod:`interp.circuits`, :mod:`interp.probes` and :mod:`interp.patching`:
+
+=================== ============================================================================
+column              meaning (ideal value in the constructions)
+=================== ============================================================================
+acc                 accuracy on :func:`interp.hooks.sample_inputs` (1)
+mass, hit, entropy  last layer, final query: mean weight on the construction's position (1),
+                    fraction whose argmax is there (1), entropy / log(seq_len) (0; 1 = uniform)
+mass_L0, hit_L0     case 5, two layers: layer 0, every query to its key 2 (p // 2) (1, 1)
+qk_diag, qk_margin  QK rows peaking on the diagonal (1) and min margin over the range (> 0)
+ov_diag, ov_margin  OV rows peaking on the diagonal (1) and min margin over the range (> 0)
+qkpos_diag          cases 1 and 4: positional-embedding QK rows peaking on the diagonal (1)
+r2_<src>, m_<src>,  best held-out cos/sin probe R^2 of each embedding table, its frequency and
+N_<src>             number of angles (1, 1, n or n + 1)
+keys_top2,          circle test of the last layer's mean key vectors: top-2 variance (1),
+keys_rcv, keys_gap, radius std/mean (0), smallest gap / even gap (~1), cyclic order kept
+keys_in_order
+emb_rank            participation ratio of the token (or value) table's singular values squared:
+                    a collapsed embedding has rank ~1
+follow, keep        activation patching at the last layer's resid_pre: patched attended position
+                    -> corrupted answer (1); other slots patched -> clean answer kept (1)
+=================== ============================================================================
+
+:func:`analyze_sweep` reads a sweep's results store (:func:`interp.store.read`), groups the runs
+by config without the seed, classifies every seed as ``success`` (accuracy >= 0.99), ``failed``
+(near chance: accuracy < 2/n) or ``partial``, measures the checkpoints of the groups asked for and
+writes, from those numbers, a per-group answer: do successful seeds recover the construction
+functionally (attention, QK, OV, patching) and geometrically (circle), and what do failed seeds
+look like.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from interp import circuits, hooks, patching, probes, tasks
+
+log = logging.getLogger(__name__)
+
+SUCCESS = 0.99
+#: config fields that name a group (TrainConfig fields other than the seed)
+GROUP_FIELDS = ("case", "n", "d_token", "n_layers", "pos_embed")
+
+
+def _rank(table: torch.Tensor) -> float:
+    X = table.detach().double()
+    X = X - X.mean(0, keepdim=True)
+    s2 = torch.linalg.svdvals(X).pow(2)
+    return float(s2.sum() ** 2 / s2.pow(2).sum()) if s2.sum() > 0 else 0.0
+
+
+def measure(model, case: int, n: int, *, batch_size: int = 1024, seed: int = 0) -> dict:
+    """Every measure of the module docstring for one model, as a flat dict."""
+    hooks.check_model(model, case, n)
+    batch_size = max(batch_size, n)
+    tokens = hooks.sample_inputs(case, n, batch_size, seed=seed)
+    out: dict = {"acc": hooks.accuracy(model, case, n, tokens)}
+    att = hooks.attention_report(model, case, n, tokens)
+    out.update(mass=att.mass(-1), hit=att.hit_rate(-1), entropy=att.entropy(-1))
+    if case == 5 and model.cfg.n_layers == 2:
+        out.update(mass_L0=att.mass(0), hit_L0=att.hit_rate(0))
+    qk = circuits.qk_matrix(model, case, n, tokens)
+    ov = circuits.ov_matrix(model, case, n)
+    out.update(qk_diag=qk.diag_frac, qk_margin=qk.rel_margin,
+               ov_diag=ov.diag_frac, ov_margin=ov.rel_margin)
+    if case in (1, 4):
+        out["qkpos_diag"] = circuits.positional_qk(model, case, n, tokens).diag_frac
+    for p in probes.probe_model(model, case, n, seed=seed):
+        out.update({f"r2_{p.source}": p.r2, f"m_{p.source}": p.m, f"N_{p.source}": p.N})
+    kq = circuits.key_query_vectors(model, case, n, tokens)
+    fit = probes.circle_test(kq.keys)
+    out.update(keys_top2=fit.top2_var, keys_rcv=fit.radius_cv, keys_gap=fit.gap_ratio,
+               keys_in_order=fit.in_order)
+    tables = probes.embedding_tables(model, case, n)
+    out["emb_rank"] = _rank((tables.get("token") or tables["token_value"])[0])
+    pt = patching.patch_attended(model, case, n, tokens[: min(512, len(tokens))], seed=seed)
+    out.update(follow=pt.follow, keep=pt.control_keep)
+    return out
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+
+def find_store(path) -> Path:
+    """The store of a sweep folder (``DIR/results/store.sqlite``), or ``path`` if a file."""
+    p = Path(path)
+    for cand in (p, p / "results" / "store.sqlite", p / "store.sqlite"):
+        if cand.is_file():
+            return cand
+    raise ValueError(
+        f"no results store at {p} (looked for {p}/results/store.sqlite and {p}/store.sqlite); "
+        f"run `interp sweep {p}` first"
+    )
+
+
+def classify(acc: float, n: int, success: float = SUCCESS, fail_below: float | None = None) -> str:
+    """``success`` (acc >= success), ``failed`` (acc < fail_below, default 2/n: near chance
+    1/n) or ``partial``."""
+    fail_below = 2.0 / n if fail_below is None else fail_below
+    if acc >= success:
+        return "success"
+    return "failed" if acc < fail_below else "partial"
+
+
+def group_label(row) -> str:
+    return (f"case {int(row['case'])}, n={int(row['n'])}, d_token={int(row['d_token'])}, "
+            f"{int(row['n_layers'])} layer{'s' if int(row['n_layers']) > 1 else ''}, "
+            f"PE {row['pos_embed']}")
+
+
+@dataclass
+class SweepAnalysis:
+    """Per-seed measures (``table``) and per-group written answers (``answers``)."""
+
+    store: Path
+    table: object  # pandas DataFrame, one row per analysed seed
+    groups: object  # pandas DataFrame, one row per group: counts of success/failed/partial
+    answers: dict = field(default_factory=dict)  # group label -> markdown paragraph
+
+    def markdown(self, title: str = "") -> str:
+        lines = [f"# {title or 'Bimodal seeds: do successful seeds recover the construction?'}", ""]
+        lines += [
+            f"Store: `{self.store.name}`; success = accuracy >= {SUCCESS:.0%}, failed = "
+            "accuracy < 2/n (near chance 1/n), partial otherwise. Measures (see "
+            "`interp/analysis.py`): attention mass/argmax-hit/entropy at the construction's "
+            "position, QK and OV rows peaking on the diagonal and their relative margins, "
+            "held-out cos/sin probe R^2 of the embedding tables, the circle test of the key "
+            "vectors, the embedding's participation-ratio rank, and activation patching.", "",
+            "## Groups", "", _md_table(self.groups), "",
+        ]
+        for label, text in self.answers.items():
+            sub = self.table[self.table.group == label]
+            lines += [f"## {label}", "", text, "", _md_table(_display(sub)), ""]
+        return "\n".join(lines)
+
+
+def _display(df):
+    drop = [c for c in ("group", "case", "n", "d_token", "n_layers", "pos_embed") if c in df]
+    return df.drop(columns=drop)
+
+
+def _md_table(df) -> str:
+    import pandas as pd
+
+    def fmt(v):
+        if isinstance(v, float):
+            return "nan" if math.isnan(v) else f"{v:.3g}"
+        return str(v)
+
+    cols = list(df.columns)
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in df.iterrows():
+        out.append("| " + " | ".join(fmt(r[c]) for c in cols) + " |")
+    return "\n".join(out) if len(df) else "(none)"
+
+
+def _mean(sub, col):
+    return float(sub[col].astype(float).mean()) if col in sub and len(sub) else math.nan
+
+
+def _range(sub, col) -> str:
+    if col not in sub or not len(sub):
+        return "n/a"
+    x = sub[col].astype(float)
+    return f"{x.mean():.2f} ({x.min():.2f}-{x.max():.2f})" if len(x) > 1 else f"{x.iloc[0]:.2f}"
+
+
+def answer(sub, case: int) -> str:
+    """A written answer for one group, every claim read off the per-seed numbers ``sub``."""
+    ok, bad = sub[sub.outcome == "success"], sub[sub.outcome == "failed"]
+    part = sub[sub.outcome == "partial"]
+    seeds = lambda d: ", ".join(str(int(s)) for s in d.seed) or "none"  # noqa: E731
+    text = [f"{len(ok)} successful seed(s) ({seeds(ok)}), {len(bad)} failed ({seeds(bad)}), "
+            f"{len(part)} partial ({seeds(part)})."]
+    r2_cols = [c for c in sub.columns if c.startswith("r2_") and sub[c].notna().any()]
+    key_src = {1: "r2_pos", 4: "r2_pos_value", 2: "r2_token_key", 3: "r2_token_key"}.get(case)
+    for name, d in (("Successful", ok), ("Failed", bad)):
+        if not len(d):
+            continue
+        mass, qk, ov = _mean(d, "mass"), _mean(d, "qk_diag"), _mean(d, "ov_diag")
+        functional = mass >= 0.9 and qk >= 0.95 and ov >= 0.95
+        s = (f"**{name} seeds.** Attention mass on the construction's position "
+             f"{_range(d, 'mass')}, argmax there {_range(d, 'hit')}, entropy {_range(d, 'entropy')}"
+             f" (0 = one-hot, 1 = uniform); QK rows on the diagonal {_range(d, 'qk_diag')}, "
+             f"OV rows on the diagonal {_range(d, 'ov_diag')}")
+        if "mass_L0" in d:
+            s += f"; layer 0 to the key position: mass {_range(d, 'mass_L0')}"
+        if "qkpos_diag" in d:
+            s += f"; positional QK on the diagonal {_range(d, 'qkpos_diag')}"
+        s += f"; patching the attended position moves the answer in {_range(d, 'follow')} of inputs. "
+        if name == "Successful":
+            s += ("Functionally this **is** the construction's mechanism (attend to the matching "
+                  "slot, copy its value)." if functional else
+                  "Functionally it only partly matches the construction "
+                  f"(mass {mass:.2f}, QK {qk:.2f}, OV {ov:.2f}).")
+        else:
+            ent = _mean(d, "entropy")
+            kind = []
+            if ent >= 0.8:
+                kind.append("near-uniform attention")
+            elif _mean(d, "hit") < 0.5:
+                kind.append("sharp attention on the wrong position")
+            if qk < 0.5:
+                kind.append("no key matching in QK")
+            if ov >= 0.9:
+                kind.append("an OV circuit that already copies")
+            elif ov < 0.5:
+                kind.append("no copying OV")
+            if _mean(d, "emb_rank") < 2.0:
+                kind.append("a collapsed embedding (rank < 2)")
+            s += "They show " + (", ".join(kind) if kind else "no single failure signature") + "."
+        geo = []
+        for c in r2_cols:
+            src = c[3:]
+            geo.append(f"{src} R^2 {_range(d, c)} (m = {_mode(d, 'm_' + src)}, "
+                       f"N = {_mode(d, 'N_' + src)})")
+        s += (" Geometry: cos/sin probes " + "; ".join(geo) +
+              f"; key vectors top-2 variance {_range(d, 'keys_top2')}, radius cv "
+              f"{_range(d, 'keys_rcv')}, in cyclic order in {_mean(d, 'keys_in_order'):.0%}; "
+              f"embedding rank {_range(d, 'emb_rank')}. ")
+        if key_src and key_src in d:
+            r2 = _mean(d, key_src)
+            circle = _mean(d, "keys_top2") >= 0.9 and _mean(d, "keys_rcv") <= 0.15
+            if name == "Successful":
+                s += ("The key is stored on a circle as in the construction."
+                      if r2 >= 0.9 or circle else
+                      f"The key is **not** stored on a single cos/sin circle (probe R^2 {r2:.2f}, "
+                      f"keys top-2 variance {_mean(d, 'keys_top2'):.2f}): the match is solved in "
+                      "more dimensions than the construction's 2.")
+        text.append(s)
+    return "\n\n".join(text)
+
+
+def _mode(d, col):
+    if col not in d or not d[col].notna().any():
+        return "n/a"
+    return str(int(d[col].mode().iloc[0]))
+
+
+def analyze_sweep(
+    path, *, where: dict | None = None, all_groups: bool = False, success: float = SUCCESS,
+    fail_below: float | None = None, batch_size: int = 1024, progress: bool = False,
+) -> SweepAnalysis:
+    """Measure the seeds of every bimodal group of a sweep's store (all groups with
+    ``all_groups``), optionally only the configs matching ``where`` (field -> value strings)."""
+    import pandas as pd
+
+    from interp import checkpoints, store
+
+    store_path = find_store(path)
+    df = store.read(store_path)
+    if df.empty:
+        raise ValueError(f"{store_path} holds no runs")
+    df = df[df.status == "ok"].copy()
+    for k, v in (where or {}).items():
+        if k not in df.columns:
+            raise ValueError(f"where names {k!r}; accepted: one of {list(GROUP_FIELDS)}")
+        df = df[df[k].astype(str) == str(v)]
+    if df.empty:
+        raise ValueError(f"no finished runs in {store_path} match {where}")
+    df["outcome"] = [classify(a, int(n), success, fail_below) for a, n in zip(df.accuracy, df.n)]
+    df["group"] = [group_label(r) for _, r in df.iterrows()]
+    counts = (df.groupby("group", sort=False).outcome.value_counts().unstack(fill_value=0)
+              .reindex(columns=["success", "failed", "partial"], fill_value=0).reset_index())
+    bimodal = counts[(counts.success > 0) & (counts.failed > 0)].group
+    chosen = counts.group if all_groups else bimodal
+    counts["analysed"] = counts.group.isin(set(chosen))
+    rows = []
+    todo = df[df.group.isin(set(chosen))]
+    it = todo.iterrows()
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(it, total=len(todo), desc="measuring seeds")
+    for _, r in it:
+        case, n = int(r.case), int(r.n)
+        base = {k: r[k] for k in ("group", *GROUP_FIELDS, "seed")}
+        base.update(accuracy=float(r.accuracy), outcome=r.outcome)
+        if not r.checkpoint:
+            log.warning("run %s has no checkpoint; skipped", r["name"])
+            continue
+        model = checkpoints.load(r.checkpoint)
+        base.update(measure(model, case, n, batch_size=batch_size))
+        rows.append(base)
+    table = pd.DataFrame(rows)
+    answers = {}
+    for label in chosen:
+        sub = table[table.group == label] if len(table) else table
+        if len(sub):
+            answers[label] = answer(sub, int(sub.case.iloc[0]))
+    return SweepAnalysis(store_path, table, counts, answers)
