@@ -60,10 +60,29 @@ def _attend(model, layer: int, x_q: Tensor, x_kv: Tensor) -> Tensor:
     return F.linear(z, w_o, attn.b_O)  # [batch, query_pos, d_model]
 
 
+def embed(model, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_model"]:
+    """W_E[tokens] + W_pos; pair-token models (cases 2-3) read their two small tables directly
+    instead of materialising the (n*n + n)-row W_E (same values: see models.PairEmbedding)."""
+    from interp.models import has_pair_embedding
+
+    if has_pair_embedding(model):
+        tables = model.embed.parametrizations.W_E
+        key_table, value_table = tables.original0, tables.original1
+        n = key_table.shape[0]
+        is_pair = tokens < n * n
+        key = torch.where(is_pair, tokens // n, tokens - n * n)
+        value = key_table.new_zeros(()).expand(*tokens.shape, value_table.shape[1])
+        value = torch.where(is_pair[..., None], value_table[tokens % n], value)
+        x = torch.cat([key_table[key], value], dim=-1)
+    else:
+        x = model.embed.W_E[tokens]
+    return x + model.pos_embed.W_pos[: tokens.shape[1]]  # [batch, pos, d_model]
+
+
 def final_resid(model, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch d_model"]:
     """The residual stream after the last layer at the final position."""
     check_supported(model)
-    x = model.embed.W_E[tokens] + model.pos_embed.W_pos[: tokens.shape[1]]  # [batch, pos, d_model]
+    x = embed(model, tokens)
     last = model.cfg.n_layers - 1
     for layer in range(last):
         x = x + _attend(model, layer, x, x)

@@ -18,7 +18,6 @@ import time
 from dataclasses import asdict, dataclass
 
 import torch
-from torch.nn.utils import parametrize
 
 from interp import tasks
 
@@ -107,7 +106,7 @@ def verify(
     expected = tasks.answers(case, n, tokens)
     correct = 0
     chunk = _chunk(case, n, default_layers(case))
-    with torch.inference_mode(), parametrize.cached():  # W_E of pair tokens built once
+    with torch.inference_mode():
         for i in range(0, tokens.shape[0], chunk):
             pred = final_logits(model, tokens[i : i + chunk]).argmax(-1)
             correct += int((pred == expected[i : i + chunk]).sum())

@@ -1,0 +1,75 @@
+"""Largest n at which each construction stays exact, per dtype (issue: precision of `build`).
+
+For every construction and dtype, walk a geometric grid of n (ratio 2^(1/4)) and check the
+construction on the covering inputs of `interp.verify` (every target key under three functions,
+so every attention comparison and every output value is exercised) plus random inputs. The
+limit is the largest grid n such that every grid n' <= n was exact. Writes
+`interp/precision_limits.json` (read by `interp.constructions.build`, which refuses n beyond a
+limit where a failure was seen) and `experiments/precision/limits.md`.
+
+    .venv/bin/python experiments/precision/measure.py            # about 10 minutes on 2 cores
+"""
+
+import json
+import pathlib
+import sys
+import time
+
+import torch
+
+from interp import verify
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# cases 2-3 have n*n + n pair tokens: TransformerLens allocates that W_E before it is replaced
+# by the two tables, so their grid stops at 2^13 (67M rows)
+TOP = {1: 2**14, 2: 2**13, 3: 2**13, 4: 2**14, 5: 2**10}
+CACHE = ROOT / "experiments" / "precision" / "partial.json"  # resumable: finished rows
+
+
+def grid(top: int) -> list[int]:
+    ns = sorted({round(2 ** (k / 4)) for k in range(4, 4 * top.bit_length())})
+    return [n for n in ns if n <= top]
+
+
+def exact(case: int, n: int, dtype: torch.dtype) -> bool:
+    kw = dict(dtype=dtype, check_precision=False)
+    if case == 5 and n > 64:  # two layers cost pos^2 per input: random inputs only
+        rows = [verify.verify(case, n, plan="random", inputs=max(16, 4096 // n), function="any", **kw)]
+    else:
+        rows = [verify.verify(case, n, plan="covering", **kw),
+                verify.verify(case, n, plan="random", inputs=256, function="any", **kw)]
+    return all(r.correct == r.inputs for r in rows)
+
+
+def main() -> None:
+    results = json.loads(CACHE.read_text()) if CACHE.exists() else []
+    for dtype in (torch.float32, torch.float64):
+        for case in (1, 2, 3, 4, 5):
+            if any(r["case"] == case and r["dtype"] == str(dtype)[6:] for r in results):
+                continue
+            start, last_ok, first_bad = time.perf_counter(), None, None
+            for n in grid(TOP[case]):
+                if exact(case, n, dtype):
+                    last_ok = n
+                else:
+                    first_bad = n
+                    break
+            row = dict(case=case, layers=2 if case == 5 else 1, dtype=str(dtype)[6:],
+                       exact_up_to=last_ok, first_failure=first_bad, grid_top=TOP[case],
+                       seconds=round(time.perf_counter() - start, 1))
+            print(row, file=sys.stderr, flush=True)
+            results.append(row)
+            CACHE.write_text(json.dumps(results, indent=1))
+    (ROOT / "interp" / "precision_limits.json").write_text(json.dumps(results, indent=1) + "\n")
+    lines = ["| case | layers | dtype | exact up to n | first failure on the grid | grid top |",
+             "|---|---|---|---|---|---|"]
+    for r in results:
+        bad = r["first_failure"] if r["first_failure"] is not None else "none"
+        lines.append(f"| {r['case']} | {r['layers']} | {r['dtype']} | {r['exact_up_to']} | {bad} | {r['grid_top']} |")
+    (ROOT / "experiments" / "precision" / "limits.md").write_text("\n".join(lines) + "\n")
+    CACHE.unlink()
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
