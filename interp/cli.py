@@ -15,6 +15,12 @@ import sys
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("interp.verify", "check every construction against a plain-Python evaluator"),
+    "sweep": ("interp.sweeps", "train a sweep folder's configs into its results store (resumable)"),
+    "report": ("interp.report", "render a sweep's table beside the paper's and its violin plots"),
+    "run": ("interp.pipeline", "the main job: verify, train the demo sweep (--full: Tables 1, 2), report"),
+    "probe": ("interp.probe_cli", "measure one model (checkpoint or --construction): attention, probes, circuits"),
+    "viz": ("interp.viz_cli", "write a model's attention HTML (offline) and circle/QK/OV/spectrum PNGs"),
+    "analyze-sweep": ("interp.analysis_cli", "per-seed measures of a sweep's bimodal configs, with written answers"),
 }
 
 

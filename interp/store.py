@@ -1,0 +1,294 @@
+"""The results store: one SQLite file per sweep, one row per training run, readable with pandas.
+
+Layout on disk (``DIR/results/`` by default, see :mod:`interp.sweeps`)::
+
+    store.sqlite                 the table ``runs`` (below) and the table ``sweeps`` (invocations)
+    checkpoints/<run name>/      model.safetensors + config.json (interp.checkpoints format)
+
+``runs`` has one row per run, keyed by the run's name (``TrainConfig.name()``, a hash of the
+config including its seed, so a sweep can tell what it has already done):
+
+============== ======= ==========================================================================
+column         type    meaning
+============== ======= ==========================================================================
+name           TEXT    primary key, ``TrainConfig.name()``
+sweep          TEXT    the sweep that produced the run (its folder name)
+config         TEXT    ``TrainConfig.to_dict()`` as JSON
+seed           INTEGER the config's seed (also inside ``config``)
+status         TEXT    ``"ok"`` or ``"failed: <reason>"``
+accuracy       REAL    test accuracy, a fraction in [0, 1]
+steps          INTEGER optimiser steps used
+final_loss     REAL    last training-batch loss
+seconds        REAL    training wall time reported by the trainer
+curve          TEXT    JSON list of [step, loss]
+checkpoint     TEXT    checkpoint folder, relative to the store's folder (NULL if none)
+checksums      TEXT    JSON {file name: sha256 hex} of the checkpoint's files
+started_at     TEXT    ISO 8601 UTC, when training of the run's group began
+finished_at    TEXT    ISO 8601 UTC, when the row was written
+============== ======= ==========================================================================
+
+``sweeps`` logs each ``interp sweep`` invocation (sweep, started_at, finished_at, workers,
+runs_done, wall_seconds), so sweep wall times are recorded beside the results.
+
+Atomicity. Only the sweep driver writes the store, one run per transaction, and only after the
+run's checkpoint folder is complete and renamed into place (:func:`place_checkpoint`). A driver
+killed at any point leaves either no row (the run reruns next time; a stray checkpoint folder
+without a row is overwritten) or a complete row whose checkpoint is complete. The rollback
+journal (not WAL) keeps the store a single file that can be committed or copied as is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import uuid
+from contextlib import closing
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    name        TEXT PRIMARY KEY,
+    sweep       TEXT NOT NULL,
+    config      TEXT NOT NULL,
+    seed        INTEGER NOT NULL,
+    status      TEXT NOT NULL,
+    accuracy    REAL,
+    steps       INTEGER,
+    final_loss  REAL,
+    seconds     REAL,
+    curve       TEXT,
+    checkpoint  TEXT,
+    checksums   TEXT,
+    started_at  TEXT,
+    finished_at TEXT
+);
+CREATE TABLE IF NOT EXISTS sweeps (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    sweep        TEXT NOT NULL,
+    started_at   TEXT NOT NULL,
+    finished_at  TEXT,
+    workers      INTEGER,
+    runs_done    INTEGER,
+    wall_seconds REAL
+);
+"""
+
+RUN_COLUMNS = (
+    "name", "sweep", "config", "seed", "status", "accuracy", "steps", "final_loss", "seconds",
+    "curve", "checkpoint", "checksums", "started_at", "finished_at",
+)  # fmt: skip
+
+
+def now() -> str:
+    """The current time as ISO 8601 UTC (seconds)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class RunRecord:
+    """One finished run as the driver stores it (plain data: it crosses process boundaries).
+
+    ``files`` holds the checkpoint's files as bytes (``{"model.safetensors": b"...", ...}``)
+    until the driver places them; it is empty when the run produced no model.
+    """
+
+    name: str
+    sweep: str
+    config: dict
+    seed: int
+    status: str
+    accuracy: float | None = None
+    steps: int | None = None
+    final_loss: float | None = None
+    seconds: float | None = None
+    curve: list = field(default_factory=list)
+    started_at: str | None = None
+    files: dict[str, bytes] = field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def place_checkpoint(files: dict[str, bytes], target: Path) -> dict[str, str]:
+    """Write a checkpoint folder atomically: into a temporary sibling, fsync, then rename.
+
+    An existing ``target`` (left by a run that was killed before its row was committed) is
+    replaced. Returns ``{file name: sha256}``.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        for fname, data in files.items():
+            if "/" in fname or fname.startswith("."):
+                raise ValueError(f"checkpoint file name {fname!r}; accepted: a plain file name")
+            with open(tmp / fname, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        if target.exists():
+            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+            os.replace(target, old)
+            os.replace(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {fname: sha256(data) for fname, data in sorted(files.items())}
+
+
+def clean_partial(checkpoints: Path) -> list[Path]:
+    """Remove temporary folders that an interrupted driver left under ``checkpoints``."""
+    removed = []
+    if Path(checkpoints).is_dir():
+        for p in Path(checkpoints).iterdir():
+            if p.name.startswith(".") and (".tmp-" in p.name or ".old-" in p.name):
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+    return removed
+
+
+class Store:
+    """Read-write access to a store file (the sweep driver's; everyone else uses :func:`read`)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, isolation_level=None)  # explicit transactions
+        self._db.execute("PRAGMA journal_mode=DELETE")
+        self._db.execute("PRAGMA synchronous=FULL")
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            raise ValueError(
+                f"{self.path} has store schema version {version}; accepted: {SCHEMA_VERSION}"
+            )
+        self._db.executescript(_SCHEMA)
+        self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    @property
+    def root(self) -> Path:
+        """The folder that checkpoint paths are relative to."""
+        return self.path.parent
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- runs
+    def statuses(self) -> dict[str, str]:
+        """``{run name: status}`` for every stored run."""
+        return dict(self._db.execute("SELECT name, status FROM runs"))
+
+    def put(self, record: RunRecord, checkpoint: Path | None = None,
+            checksums: dict[str, str] | None = None) -> None:
+        """Insert (or replace) one run's row in a single transaction."""
+        rel = None if checkpoint is None else os.path.relpath(checkpoint, self.root)
+        row = (
+            record.name, record.sweep, json.dumps(record.config, sort_keys=True), record.seed,
+            record.status, record.accuracy, record.steps, record.final_loss, record.seconds,
+            json.dumps([list(p) for p in record.curve]), rel,
+            None if checksums is None else json.dumps(checksums, sort_keys=True),
+            record.started_at, now(),
+        )  # fmt: skip
+        with self._transaction():
+            self._db.execute(
+                f"INSERT OR REPLACE INTO runs ({', '.join(RUN_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
+                row,
+            )
+
+    # -- sweep invocations
+    def begin_sweep(self, sweep: str, workers: int) -> int:
+        with self._transaction():
+            cur = self._db.execute(
+                "INSERT INTO sweeps (sweep, started_at, workers, runs_done) VALUES (?, ?, ?, 0)",
+                (sweep, now(), workers),
+            )
+        return int(cur.lastrowid)
+
+    def end_sweep(self, sweep_id: int, runs_done: int, wall_seconds: float) -> None:
+        with self._transaction():
+            self._db.execute(
+                "UPDATE sweeps SET finished_at=?, runs_done=?, wall_seconds=? WHERE id=?",
+                (now(), runs_done, round(wall_seconds, 3), sweep_id),
+            )
+
+    def _transaction(self):
+        db = self._db
+
+        class _Tx:
+            def __enter__(self):
+                db.execute("BEGIN IMMEDIATE")
+
+            def __exit__(self, exc_type, *_):
+                db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+        return _Tx()
+
+
+def _connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no results store at {path}; run `interp sweep` first")
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def read(path: str | os.PathLike, *, expand: bool = True):
+    """The ``runs`` table as a pandas DataFrame, one row per run.
+
+    With ``expand`` the config's fields become columns (``case``, ``n``, ``d_token``, ...;
+    ``seed`` is already one), ``curve`` and ``checksums`` are parsed from JSON, and
+    ``checkpoint`` is an absolute path (or None).
+    """
+    import pandas as pd
+
+    path = Path(path)
+    with closing(_connect_readonly(path)) as db:
+        df = pd.read_sql_query("SELECT * FROM runs ORDER BY rowid", db)
+    if not expand or df.empty:
+        return df
+    configs = pd.DataFrame([json.loads(c) for c in df["config"]], index=df.index)
+    configs = configs.drop(columns=[c for c in configs.columns if c in df.columns])
+    df = pd.concat([df, configs], axis=1)
+    root = path.resolve().parent
+
+    def column(values):  # object dtype keeps None as None (pandas would make it NaN)
+        return pd.Series(values, index=df.index, dtype=object)
+
+    df["curve"] = column([json.loads(c) if _text(c) else [] for c in df["curve"]])
+    df["checksums"] = column([json.loads(c) if _text(c) else None for c in df["checksums"]])
+    df["checkpoint"] = column([str(root / c) if _text(c) else None for c in df["checkpoint"]])
+    return df
+
+
+def _text(x) -> bool:
+    """A non-empty string (pandas turns SQL NULLs into None or NaN)."""
+    return isinstance(x, str) and bool(x)
+
+
+def read_sweeps(path: str | os.PathLike):
+    """The ``sweeps`` table (one row per ``interp sweep`` invocation) as a DataFrame."""
+    import pandas as pd
+
+    with closing(_connect_readonly(path)) as db:
+        return pd.read_sql_query("SELECT * FROM sweeps ORDER BY id", db)
