@@ -214,8 +214,8 @@ def answer(sub, case: int) -> str:
                 kind.append("an OV circuit that already copies")
             elif ov < 0.5:
                 kind.append("no copying OV")
-            if _mean(d, "emb_rank") < 2.0:
-                kind.append("a collapsed embedding (rank < 2)")
+            if _mean(d, "emb_rank") < 1.5:
+                kind.append("a collapsed embedding (participation rank < 1.5)")
             s += "They show " + (", ".join(kind) if kind else "no single failure signature") + "."
         geo = []
         for c in r2_cols:
