@@ -9,6 +9,7 @@ column              meaning (ideal value in the constructions)
 acc                 accuracy on :func:`interp.hooks.sample_inputs` (1)
 mass, hit, entropy  last layer, final query: mean weight on the construction's position (1),
                     fraction whose argmax is there (1), entropy / log(seq_len) (0; 1 = uniform)
+self_mass           last layer: the final position's weight on itself (0)
 mass_L0, hit_L0     case 5, two layers: layer 0, every query to its key 2 (p // 2) (1, 1)
 qk_diag, qk_margin  QK rows peaking on the diagonal (1) and min margin over the range (> 0)
 ov_diag, ov_margin  OV rows peaking on the diagonal (1) and min margin over the range (> 0)
@@ -64,7 +65,8 @@ def measure(model, case: int, n: int, *, batch_size: int = 1024, seed: int = 0) 
     tokens = hooks.sample_inputs(case, n, batch_size, seed=seed)
     out: dict = {"acc": hooks.accuracy(model, case, n, tokens)}
     att = hooks.attention_report(model, case, n, tokens)
-    out.update(mass=att.mass(-1), hit=att.hit_rate(-1), entropy=att.entropy(-1))
+    out.update(mass=att.mass(-1), self_mass=att.self_mass(-1), hit=att.hit_rate(-1),
+               entropy=att.entropy(-1))
     if case == 5 and model.cfg.n_layers == 2:
         out.update(mass_L0=att.mass(0), hit_L0=att.hit_rate(0))
     qk = circuits.qk_matrix(model, case, n, tokens)
@@ -186,21 +188,35 @@ def answer(sub, case: int) -> str:
         if not len(d):
             continue
         mass, qk, ov = _mean(d, "mass"), _mean(d, "qk_diag"), _mean(d, "ov_diag")
-        functional = mass >= 0.9 and qk >= 0.95 and ov >= 0.95
+        self_mass, follow = _mean(d, "self_mass"), _mean(d, "follow")
+        functional = qk >= 0.95 and ov >= 0.95 and follow >= 0.9
         s = (f"**{name} seeds.** Attention mass on the construction's position "
-             f"{_range(d, 'mass')}, argmax there {_range(d, 'hit')}, entropy {_range(d, 'entropy')}"
-             f" (0 = one-hot, 1 = uniform); QK rows on the diagonal {_range(d, 'qk_diag')}, "
-             f"OV rows on the diagonal {_range(d, 'ov_diag')}")
+             f"{_range(d, 'mass')} (on the query itself {_range(d, 'self_mass')}), argmax there "
+             f"{_range(d, 'hit')}, entropy {_range(d, 'entropy')} (0 = one-hot, 1 = uniform); "
+             f"QK rows on the diagonal {_range(d, 'qk_diag')}, OV rows on the diagonal "
+             f"{_range(d, 'ov_diag')}")
         if "mass_L0" in d:
             s += f"; layer 0 to the key position: mass {_range(d, 'mass_L0')}"
         if "qkpos_diag" in d:
             s += f"; positional QK on the diagonal {_range(d, 'qkpos_diag')}"
         s += f"; patching the attended position moves the answer in {_range(d, 'follow')} of inputs. "
         if name == "Successful":
-            s += ("Functionally this **is** the construction's mechanism (attend to the matching "
-                  "slot, copy its value)." if functional else
-                  "Functionally it only partly matches the construction "
-                  f"(mass {mass:.2f}, QK {qk:.2f}, OV {ov:.2f}).")
+            if functional:
+                s += ("Functionally this **is** the construction's mechanism: QK matches the "
+                      "target key to the stored key, OV copies the value, and the answer is read "
+                      "from the matching slot (patching)")
+                if mass >= 0.9:
+                    s += ", with the attention on that slot as in the construction."
+                elif mass + self_mass >= 0.9:
+                    s += (", but softmax splits the attention between that slot and the query "
+                          "position itself, which carries the same key and no value (the "
+                          "construction's leftmost rule breaks this tie towards the slot).")
+                else:
+                    s += (f", with softer attention than the construction (mass {mass:.2f}; the "
+                          "rest is spread over non-matching positions).")
+            else:
+                s += ("Functionally it only partly matches the construction "
+                      f"(QK {qk:.2f}, OV {ov:.2f}, patching {follow:.2f}).")
         else:
             ent = _mean(d, "entropy")
             kind = []

@@ -184,6 +184,12 @@ class AttentionReport:
         p, t = self._claimed(layer)
         return float(p.gather(1, t[:, None]).mean()) if len(t) else math.nan
 
+    def self_mass(self, layer: int = -1) -> float:
+        """Mean weight the final position puts on itself. In cases 2-3 the query token carries
+        the target key like the matching slot, so softmax attention can split between the two
+        (the construction's leftmost rule breaks that tie towards the slot)."""
+        return float(self.final[layer][:, -1].mean())
+
     def hit_rate(self, layer: int = -1) -> float:
         """Fraction of claimed queries whose largest weight is on the construction's position."""
         p, t = self._claimed(layer)
@@ -198,7 +204,8 @@ class AttentionReport:
         return float(h.mean() / math.log(p.shape[1]))
 
     def summary(self):
-        """One row per layer: the queries claimed, mass, hit rate, normalised entropy."""
+        """One row per layer: the queries claimed, mass, final position's mass on itself, hit
+        rate, normalised entropy."""
         import pandas as pd
 
         rows = []
@@ -209,6 +216,7 @@ class AttentionReport:
                     layer=layer,
                     queries="none" if claimed == 0 else ("final" if claimed == 1 else "all"),
                     mass=self.mass(layer),
+                    self_mass=self.self_mass(layer),
                     hit_rate=self.hit_rate(layer),
                     entropy=self.entropy(layer),
                 )

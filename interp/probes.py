@@ -108,7 +108,11 @@ def probe_table(
 ) -> ProbeResult:
     """cos/sin probes from rows ``table[r]`` to labels ``labels[r]`` for every (N, m).
 
-    ``N`` None searches N in {n, n + 1} (n defaults to max(labels) + 1).
+    ``N`` None searches N in {n, n + 1} (n defaults to max(labels) + 1). A table with fewer
+    rows than columns (n = 10, d = 32) is underdetermined on each training fold; scikit-learn's
+    least-squares solution is then the minimum-norm one, which leans on the table's
+    high-variance directions, so a dominant circle is still found and a random table is not
+    (``tests/test_probes.py``).
     """
     import pandas as pd
 

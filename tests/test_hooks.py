@@ -114,3 +114,12 @@ def test_wrong_model_for_case_is_refused():
         hooks.attention_report(model, 4, 5)
     with pytest.raises(ValueError, match="case 3 with n=6"):
         hooks.attention_report(model, 3, 6)
+
+
+def test_average_attention_splits_between_slot_and_query_in_cases_2_3():
+    """constructions.py: the query's own key ties with the target's slot; 'average' gives 1/2-1/2."""
+    model = constructions.build(2, 6, attention="average")
+    report = hooks.attention_report(model, 2, 6, batch_size=60)
+    assert report.mass() == 0.5 and report.self_mass() == 0.5
+    leftmost = hooks.attention_report(constructions.build(2, 6), 2, 6, batch_size=60)
+    assert leftmost.self_mass() == 0.0

@@ -116,3 +116,15 @@ def test_bad_inputs_are_refused():
         probes.probe_table(torch.zeros(5, 2), range(5), N=1)
     with pytest.raises(ValueError, match="hook_name"):
         probes.probe_resid(constructions.build(2, 5), 2, 5, "blocks.9.nothing")
+
+
+def test_wide_table_with_few_rows_still_finds_a_dominant_circle():
+    """n = 10 rows in 32 dimensions: each training fold is underdetermined; the minimum-norm
+    least-squares fit still finds a circle that dominates the table, and rejects a random one."""
+    rng = np.random.default_rng(4)
+    n = 10
+    Q, _ = np.linalg.qr(rng.normal(size=(32, 32)))
+    wide = np.c_[plain_circle(range(n), n), 0.1 * rng.normal(size=(n, 30))] @ Q.T
+    res = probes.probe_table(torch.tensor(wide), np.arange(n))
+    assert res.r2 > 0.95 and (res.N, res.m) == (n, 1)
+    assert probes.probe_table(torch.tensor(rng.normal(size=(n, 32))), np.arange(n)).r2 < 0.5
