@@ -13,9 +13,10 @@ Axis names follow TransformerLens throughout: ``batch``, ``pos``, ``d_model``, `
 from interp import attention, constructions, models, tasks
 from interp.checkpoints import load, save
 from interp.constructions import build
+from interp.counterexample import find_counterexample
 from interp.training import RunResult, TrainConfig, train, train_group
 
 __all__ = [
-    "RunResult", "TrainConfig", "attention", "build", "constructions", "load", "models", "save",
-    "tasks", "train", "train_group",
+    "RunResult", "TrainConfig", "attention", "build", "constructions", "find_counterexample",
+    "load", "models", "save", "tasks", "train", "train_group",
 ]

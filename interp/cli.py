@@ -15,6 +15,11 @@ import sys
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("interp.verify", "check every construction against a plain-Python evaluator"),
+    "precision": ("interp.precision", "least bits p at which each construction stays exact, vs n (fit, c-size, Thm 3.4)"),
+    "temperature": ("interp.temperature", "least softmax inverse temperature at which each construction is exact, vs n"),
+    "counterexample": ("interp.counterexample", "Theorem 3.6: an input a one-layer hard-attention case-5 model gets wrong"),
+    "theorem35": ("interp.softmax_construction", "Theorem 3.5 with an explicit MLP: exactness and parameter counts vs n"),
+    "lower-bounds": ("interp.lower_bounds", "trained one-layer case-5 models: h, d, measured p, error vs Theorems 3.4/3.7"),
     "sweep": ("interp.sweeps", "train a sweep folder's configs into its results store (resumable)"),
     "report": ("interp.report", "render a sweep's table beside the paper's and its violin plots"),
     "run": ("interp.pipeline", "the main job: verify, train the demo sweep (--full: Tables 1, 2), report"),
