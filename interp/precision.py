@@ -214,8 +214,14 @@ def token_independent_scores(model, layer: int = 0) -> bool:
     """
     if layer != 0:
         return False
+    from interp.models import has_pair_embedding
+
     attn = model.blocks[0].attn
-    written = (model.embed.W_E != 0).any(dim=0)  # [d_model]
+    if has_pair_embedding(model):  # W_E's columns are the key table's, then the value table's
+        tables = model.embed.parametrizations.W_E
+        written = torch.cat([(tables.original0 != 0).any(dim=0), (tables.original1 != 0).any(dim=0)])
+    else:
+        written = (model.embed.W_E != 0).any(dim=0)  # [d_model]
     read = (attn.W_Q != 0).any(dim=(0, 2)) | (attn.W_K != 0).any(dim=(0, 2))  # [d_model]
     return not bool((written & read).any())
 
@@ -310,11 +316,27 @@ def final_logits(
     return _final(model, tokens, t, shared)
 
 
+def _embed(model, tokens: Tensor) -> Tensor:
+    """W_E[tokens]; pair-token models (cases 2-3) read their key and value tables directly
+    instead of materialising the (n*n + n)-row W_E (same values: see models.PairEmbedding)."""
+    from interp.models import has_pair_embedding
+
+    if not has_pair_embedding(model):
+        return model.embed.W_E[tokens]
+    tables = model.embed.parametrizations.W_E
+    key_table, value_table = tables.original0, tables.original1
+    n = key_table.shape[0]
+    is_pair = tokens < n * n
+    key = torch.where(is_pair, tokens // n, tokens - n * n)
+    value = torch.where(is_pair[..., None], value_table[tokens % n], torch.zeros_like(value_table[:1]))
+    return torch.cat([key_table[key], value], dim=-1)
+
+
 def _final(model, tokens: Tensor, t: Transform, shared: dict) -> Tensor:
     cfg = model.cfg
     B, L = tokens.shape
     modes = _modes(model)
-    embed = t("hook_embed", model.embed.W_E[tokens])  # [batch, pos, d_model]
+    embed = t("hook_embed", _embed(model, tokens))  # [batch, pos, d_model]
     pos = t("hook_pos_embed", model.pos_embed.W_pos[:L][None])  # [1, pos, d_model]
     resid = t("blocks.0.hook_resid_pre", embed + pos)  # [batch, pos, d_model]
     last = cfg.n_layers - 1
