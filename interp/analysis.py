@@ -58,26 +58,33 @@ def _rank(table: torch.Tensor) -> float:
     return float(s2.sum() ** 2 / s2.pow(2).sum()) if s2.sum() > 0 else 0.0
 
 
-def measure(model, case: int, n: int, *, batch_size: int = 1024, seed: int = 0) -> dict:
+def measure(model, case: int, n: int, *, batch_size: int = 512, seed: int = 0) -> dict:
     """Every measure of the module docstring for one model, as a flat dict."""
     hooks.check_model(model, case, n)
     batch_size = max(batch_size, n)
     tokens = hooks.sample_inputs(case, n, batch_size, seed=seed)
-    out: dict = {"acc": hooks.accuracy(model, case, n, tokens)}
-    att = hooks.attention_report(model, case, n, tokens)
+    view = hooks.read(case, n, tokens)
+    L = model.cfg.n_layers - 1
+    wanted = {f"blocks.{L}.attn.hook_q", f"blocks.{L}.attn.hook_k"}
+    with torch.no_grad():  # one forward pass for accuracy, attention and the key/query vectors
+        logits, cache = model.run_with_cache(
+            tokens, names_filter=lambda name: name in wanted or name.endswith("hook_pattern"))
+    out: dict = {"acc": float((logits[:, -1].argmax(-1) == view.answer).float().mean())}
+    att = hooks.AttentionReport(case, n, hooks.patterns_from_cache(cache, L + 1),
+                                hooks.construction_targets(case, n, L + 1, tokens))
     out.update(mass=att.mass(-1), self_mass=att.self_mass(-1), hit=att.hit_rate(-1),
                entropy=att.entropy(-1))
     if case == 5 and model.cfg.n_layers == 2:
         out.update(mass_L0=att.mass(0), hit_L0=att.hit_rate(0))
-    qk = circuits.qk_matrix(model, case, n, tokens)
+    kq = circuits.vectors_from_cache(model, cache, view)
+    qk = circuits.qk_from_vectors(kq)
     ov = circuits.ov_matrix(model, case, n)
     out.update(qk_diag=qk.diag_frac, qk_margin=qk.rel_margin,
                ov_diag=ov.diag_frac, ov_margin=ov.rel_margin)
     if case in (1, 4):
-        out["qkpos_diag"] = circuits.positional_qk(model, case, n, tokens).diag_frac
+        out["qkpos_diag"] = circuits.positional_qk_from_vectors(model, case, n, kq).diag_frac
     for p in probes.probe_model(model, case, n, seed=seed):
         out.update({f"r2_{p.source}": p.r2, f"m_{p.source}": p.m, f"N_{p.source}": p.N})
-    kq = circuits.key_query_vectors(model, case, n, tokens)
     fit = probes.circle_test(kq.keys)
     out.update(keys_top2=fit.top2_var, keys_rcv=fit.radius_cv, keys_gap=fit.gap_ratio,
                keys_in_order=fit.in_order)
@@ -263,7 +270,7 @@ def _mode(d, col):
 
 def analyze_sweep(
     path, *, where: dict | None = None, all_groups: bool = False, success: float = SUCCESS,
-    fail_below: float | None = None, batch_size: int = 1024, progress: bool = False,
+    fail_below: float | None = None, batch_size: int = 512, progress: bool = False,
 ) -> SweepAnalysis:
     """Measure the seeds of every bimodal group of a sweep's store (all groups with
     ``all_groups``), optionally only the configs matching ``where`` (field -> value strings)."""
@@ -313,3 +320,47 @@ def analyze_sweep(
         if len(sub):
             answers[label] = answer(sub, int(sub.case.iloc[0]))
     return SweepAnalysis(store_path, table, counts, answers)
+
+
+def write_report(res: SweepAnalysis, out_dir, stem: str, *, title: str = "") -> dict[str, Path]:
+    """Write ``<stem>.md`` (report), ``<stem>.csv`` (per-seed table) and ``<stem>-violins.png``
+    (per-seed measures by outcome) into ``out_dir``; returns the paths written."""
+    from interp import viz
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"report": out / f"{stem}.md", "table": out / f"{stem}.csv"}
+    paths["report"].write_text(res.markdown(title) + "\n", encoding="utf-8")
+    res.table.to_csv(paths["table"], index=False)
+    if len(res.table):
+        paths["violins"] = out / f"{stem}-violins.png"
+        viz.plot_seed_measures(res.table, title=stem).savefig(paths["violins"], dpi=100)
+    return paths
+
+
+def pipeline_step(ctx) -> dict:
+    """The ``analyze`` step of ``interp run`` (:mod:`interp.pipeline`): for each sweep of the
+    context, the bimodal-seed report beside the sweep's report (``analysis.md``, ``.csv``,
+    ``-violins.png``) and the attention HTML of its best checkpoint (``attention.html``)."""
+    from interp import checkpoints, store, viz
+
+    done = {}
+    for job in ctx.sweeps:
+        if not Path(job.store).is_file():
+            continue
+        ctx.say(f"analyze: {job.folder.name}")
+        df = store.read(job.store)
+        df = df[(df.status == "ok") & df.checkpoint.notna()]
+        if df.empty:
+            continue
+        res = analyze_sweep(job.store, batch_size=512)
+        paths = write_report(res, job.report, "analysis", title=(
+            f"Bimodal seeds in {job.folder.name}: do successful seeds recover the construction?"))
+        best = df.sort_values("accuracy", ascending=False).iloc[0]
+        model = checkpoints.load(best.checkpoint)
+        paths["attention"] = viz.save_attention_html(
+            Path(job.report) / "attention.html", model, int(best.case), int(best.n),
+            title=f"{group_label(best)}, seed {int(best.seed)} (accuracy {best.accuracy:.3f})")
+        done[job.folder.name] = {k: str(v) for k, v in paths.items()}
+        done[job.folder.name]["bimodal_groups"] = len(res.answers)
+    return done

@@ -113,8 +113,16 @@ def key_query_vectors(
     names = (f"blocks.{layer}.attn.hook_q", f"blocks.{layer}.attn.hook_k")
     with torch.no_grad():
         _, cache = model.run_with_cache(view.tokens, names_filter=lambda name: name in names)
-    q = cache[names[0]][:, -1, head]  # [batch, d_head]
-    k = cache[names[1]][:, view.slot_pos, head]  # [batch, n, d_head]
+    return vectors_from_cache(model, cache, view, layer=layer, head=head)
+
+
+def vectors_from_cache(model, cache, view: hooks.TaskView, *, layer: int = -1,
+                       head: int = 0) -> KeyQueryVectors:
+    """:func:`key_query_vectors` from a cache that holds the layer's hook_q and hook_k."""
+    layer = _layer(model, layer)
+    n = view.n
+    q = cache[f"blocks.{layer}.attn.hook_q"][:, -1, head]  # [batch, d_head]
+    k = cache[f"blocks.{layer}.attn.hook_k"][:, view.slot_pos, head]  # [batch, n, d_head]
     queries = _group_mean(q, view.target, n)
     keys = _group_mean(k.reshape(-1, k.shape[-1]), view.keys.reshape(-1), n)
     if torch.isnan(queries).any():
@@ -122,10 +130,14 @@ def key_query_vectors(
     return KeyQueryVectors(layer, queries, keys, float(model.blocks[layer].attn.attn_scale))
 
 
+def qk_from_vectors(v: KeyQueryVectors) -> CircuitMatrix:
+    """``QK = q_bar k_bar^T / attn_scale`` from mean query and key vectors."""
+    return CircuitMatrix("QK", (v.queries @ v.keys.T / v.attn_scale).float())
+
+
 def qk_matrix(model, case: int, n: int, tokens=None, *, layer: int = -1, **kw) -> CircuitMatrix:
     """``QK[a, b]``: mean score from target a to the slot with key b (see module docstring)."""
-    v = key_query_vectors(model, case, n, tokens, layer=layer, **kw)
-    return CircuitMatrix("QK", (v.queries @ v.keys.T / v.attn_scale).float())
+    return qk_from_vectors(key_query_vectors(model, case, n, tokens, layer=layer, **kw))
 
 
 def value_embeddings(model, case: int, n: int) -> Float[Tensor, "n d_model"]:
@@ -160,6 +172,14 @@ def positional_qk(
     if case not in (1, 4):
         raise ValueError(f"case={case}: positional keys are defined for cases 1 and 4 only")
     v = key_query_vectors(model, case, n, tokens, layer=layer, head=head, **kw)
+    return positional_qk_from_vectors(model, case, n, v, head=head)
+
+
+def positional_qk_from_vectors(model, case: int, n: int, v: KeyQueryVectors, *,
+                               head: int = 0) -> CircuitMatrix:
+    """:func:`positional_qk` from mean query vectors already computed."""
+    if case not in (1, 4):
+        raise ValueError(f"case={case}: positional keys are defined for cases 1 and 4 only")
     slot_pos = hooks.read(case, n, hooks.sample_inputs(case, n, 1)).slot_pos
     W_pos = model.W_pos[slot_pos].detach().double()
     pos_keys = W_pos @ model.W_K[v.layer, head].detach().double()

@@ -154,9 +154,13 @@ def attention_patterns(
         _, cache = model.run_with_cache(
             tokens, names_filter=lambda name: name.endswith("attn.hook_pattern")
         )
-    return torch.stack(
-        [cache["pattern", layer][:, head].float() for layer in range(model.cfg.n_layers)]
-    )
+    return patterns_from_cache(cache, model.cfg.n_layers, head)
+
+
+def patterns_from_cache(cache, n_layers: int, head: int = 0) -> Float[Tensor, "layer batch query_pos key_pos"]:
+    """The stacked ``blocks.L.attn.hook_pattern`` of one head from an ActivationCache."""
+    return torch.stack([cache[f"blocks.{layer}.attn.hook_pattern"][:, head].float()
+                        for layer in range(n_layers)])
 
 
 @dataclass(frozen=True)

@@ -54,24 +54,32 @@ def cs_targets(labels, N: int, m: int = 1) -> np.ndarray:
     return np.stack([np.cos(theta), np.sin(theta)], axis=1)
 
 
-def heldout_r2(X, Y, *, folds: int = 5, seed: int = 0) -> float:
-    """Out-of-fold R^2 of a linear regression X -> Y (mean over Y's columns).
+def heldout_predictions(X, Y, *, folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Out-of-fold predictions of a linear regression X -> Y (every column of Y at once).
 
-    Uses scikit-learn's ``cross_val_predict`` with a shuffled ``KFold`` (``folds``, at most one
-    fold per row), so every prediction comes from a fit that did not see the row.
+    scikit-learn's ``cross_val_predict`` with a shuffled ``KFold`` (``folds``, at most one fold
+    per row): every prediction comes from a fit that did not see the row. Least squares fits
+    each column of Y independently, so stacking targets changes no prediction; it only saves
+    fits.
     """
     from sklearn.linear_model import LinearRegression
-    from sklearn.metrics import r2_score
     from sklearn.model_selection import KFold, cross_val_predict
 
     X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
-    if X.ndim != 2 or len(X) != len(Y):
-        raise ValueError(f"X has shape {X.shape}, Y {Y.shape}; accepted: [rows, d] and [rows, 2]")
+    if X.ndim != 2 or Y.ndim != 2 or len(X) != len(Y):
+        raise ValueError(f"X has shape {X.shape}, Y {Y.shape}; accepted: [rows, d] and [rows, k]")
     if len(X) < 3:
         raise ValueError(f"{len(X)} rows; accepted: at least 3 to score a held-out probe")
     cv = KFold(n_splits=min(folds, len(X)), shuffle=True, random_state=seed)
-    pred = cross_val_predict(LinearRegression(), X, Y, cv=cv)
-    return float(r2_score(Y, pred, multioutput="uniform_average"))
+    return cross_val_predict(LinearRegression(), X, Y, cv=cv)
+
+
+def heldout_r2(X, Y, *, folds: int = 5, seed: int = 0) -> float:
+    """Out-of-fold R^2 of a linear regression X -> Y (mean over Y's columns)."""
+    from sklearn.metrics import r2_score
+
+    pred = heldout_predictions(X, Y, folds=folds, seed=seed)
+    return float(r2_score(np.asarray(Y, dtype=np.float64), pred, multioutput="uniform_average"))
 
 
 @dataclass(frozen=True)
@@ -119,10 +127,13 @@ def probe_table(
     X = table.detach().double().cpu().numpy() if isinstance(table, Tensor) else np.asarray(table)
     labels = np.asarray(labels.cpu() if isinstance(labels, Tensor) else labels)
     n = int(labels.max()) + 1 if n is None else n
-    rows = []
-    for NN in _angles(n, N):
-        for m in range(1, (NN - 1) // 2 + 1):
-            rows.append(dict(N=NN, m=m, r2=heldout_r2(X, cs_targets(labels, NN, m), folds=folds, seed=seed)))
+    from sklearn.metrics import r2_score
+
+    pairs = [(NN, m) for NN in _angles(n, N) for m in range(1, (NN - 1) // 2 + 1)]
+    Y = np.concatenate([cs_targets(labels, NN, m) for NN, m in pairs], axis=1)  # [rows, 2 pairs]
+    pred = heldout_predictions(X, Y, folds=folds, seed=seed)
+    r2 = r2_score(Y, pred, multioutput="raw_values").reshape(len(pairs), 2).mean(1)
+    rows = [dict(N=NN, m=m, r2=float(v)) for (NN, m), v in zip(pairs, r2)]
     scores = pd.DataFrame(rows)
     best = scores.loc[scores.r2.idxmax()]
     return ProbeResult(source, len(X), int(best.N), int(best.m), float(best.r2), scores)

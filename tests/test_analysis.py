@@ -98,3 +98,24 @@ def test_cli_viz_writes_files(tmp_path, capsys):
     paths = json.loads(capsys.readouterr().out)
     assert sorted(paths) == ["attention", "circles", "circuits", "spectra"]
     assert all((tmp_path / f"{k}.{'html' if k == 'attention' else 'png'}").is_file() for k in paths)
+
+
+def test_cli_where_is_repeatable(sweep_dir, capsys):
+    args = ["analyze-sweep", str(sweep_dir), "--all", "--where", "d_token=3", "--where", "case=3",
+            "--json", "--batch-size", "64"]
+    assert cli.main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {s["d_token"] for s in data["seeds"]} == {3}
+
+
+def test_pipeline_step_writes_report_and_attention_html(sweep_dir, tmp_path):
+    from types import SimpleNamespace
+
+    job = SimpleNamespace(folder=sweep_dir, store=sweep_dir / "results" / "store.sqlite",
+                          report=tmp_path)
+    ctx = SimpleNamespace(sweeps=[job], say=lambda text: None)
+    out = analysis.pipeline_step(ctx)[sweep_dir.name]
+    assert out["bimodal_groups"] == 1
+    assert (tmp_path / "analysis.md").read_text().count("**Successful seeds.**") == 1
+    html = (tmp_path / "attention.html").read_text()
+    assert "accuracy 1.000" in html and "CircuitsVis.render(" in html
