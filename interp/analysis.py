@@ -10,6 +10,7 @@ acc                 accuracy on :func:`interp.hooks.sample_inputs` (1)
 mass, hit, entropy  last layer, final query: mean weight on the construction's position (1),
                     fraction whose argmax is there (1), entropy / log(seq_len) (0; 1 = uniform)
 self_mass           last layer: the final position's weight on itself (0)
+mass_keypos         cases 4, 5: last layer's weight on the matching slot's key position 2j (0)
 mass_L0, hit_L0     case 5, two layers: layer 0, every query to its key 2 (p // 2) (1, 1)
 qk_diag, qk_margin  QK rows peaking on the diagonal (1) and min margin over the range (> 0)
 ov_diag, ov_margin  OV rows peaking on the diagonal (1) and min margin over the range (> 0)
@@ -74,6 +75,10 @@ def measure(model, case: int, n: int, *, batch_size: int = 512, seed: int = 0) -
                                 hooks.construction_targets(case, n, L + 1, tokens))
     out.update(mass=att.mass(-1), self_mass=att.self_mass(-1), hit=att.hit_rate(-1),
                entropy=att.entropy(-1))
+    if case in tasks.CONSECUTIVE:  # the matching slot's key position 2j, which a model with
+        # two layers could read instead of the value position 2j + 1
+        key_pos = 2 * view.slot_of_target
+        out["mass_keypos"] = float(att.final[-1][torch.arange(len(key_pos)), key_pos].mean())
     if case == 5 and model.cfg.n_layers == 2:
         out.update(mass_L0=att.mass(0), hit_L0=att.hit_rate(0))
     kq = circuits.vectors_from_cache(model, cache, view)
@@ -202,6 +207,8 @@ def answer(sub, case: int) -> str:
              f"{_range(d, 'hit')}, entropy {_range(d, 'entropy')} (0 = one-hot, 1 = uniform); "
              f"QK rows on the diagonal {_range(d, 'qk_diag')}, OV rows on the diagonal "
              f"{_range(d, 'ov_diag')}")
+        if "mass_keypos" in d:
+            s += f"; mass on the matching key position 2j {_range(d, 'mass_keypos')}"
         if "mass_L0" in d:
             s += f"; layer 0 to the key position: mass {_range(d, 'mass_L0')}"
         if "qkpos_diag" in d:
