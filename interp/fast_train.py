@@ -1,0 +1,592 @@
+"""Exact fast training: the HookedTransformer's final-position logits, regrouped, for seed ensembles.
+
+The loss reads only ``logits[:, -1]``, so this module computes exactly that function (and, by
+autograd, exactly its gradients) of the HookedTransformer's own parameters, regrouped so that
+no ``[batch, pos, d_model]`` tensor of the last layer and no ``[batch, pos, pos]`` attention of
+it is ever formed. Axis names: ``seed`` (an ensemble of runs that differ only in seed),
+``batch``, ``pos``, ``d_model``, ``d_head``, ``vocab`` (rows of the token table), ``n``.
+
+Embedding as a table plus indices. Every input position is a sum of token-table rows plus its
+positional row: ``x0[b, p] = sum_k T[idx[b, p, k]] + W_pos[p]``.
+
+* cases 1, 4, 5: ``T = W_E`` ([n, d_model]), one index per position (the token), K = 1;
+* cases 2, 3 (pair tokens): ``T = [[key, 0], [0, value], [0, 0]]`` ([2n+1, d_model], built
+  from the model's own key and value tables), K = 2: pair token ``k*n + v`` reads rows ``k``
+  and ``n + v``; the query token ``n*n + i*`` reads rows ``i*`` and the zero row ``2n``. This
+  is ``models.PairEmbedding`` row by row, without forming its [n*n + n, d_model] table.
+
+The last layer, final query only (TransformerLens: ``q = x W_Q + b_Q``, ``k = x W_K + b_K``,
+``v = x W_V + b_V``, scores ``q.k / attn_scale``, ``out = softmax(scores) v W_O + b_O``, no
+mask, then ``(x + out) W_U + b_U``). With ``X`` the layer's input and ``x = X[:, -1]``:
+
+    score_p = (X_p . u + q . b_K) / attn_scale,   u = W_K q   (so W_K never touches X)
+    out     = (sum_p a_p X_p) W_V W_O + b_V W_O + b_O           (mix first, project once)
+    logits  = x W_U + m (W_V W_O W_U) + (b_V W_O + b_O) W_U + b_U,   m = sum_p a_p X_p
+
+using ``sum_p a_p = 1``. With X = x0, ``X_p . u = sum_k (u T^T)[idx_k] + (u W_pos^T)_p``: a
+[batch, vocab] product and a gather; ``sum_p a_p X_p`` scatters ``a`` onto the vocabulary and
+multiplies by T. Everything is O(batch * (vocab + pos) * d_model).
+
+Two layers. Layer 0 needs every query, but all its inputs are table rows, so its scores are
+gathered from one small matrix: with ``Tq = [T W_Q; W_pos W_Q; b_Q]`` and ``Tk`` alike
+([vocab + pos + 1, d_head]), ``G = Tq Tk^T`` and ``score[i, j] = E_i G E_j^T`` where E_i
+selects position i's token rows, its position row and the bias row. Its output is kept as
+data, ``x1 = x0 + A (T[idx] W_V W_O + W_pos W_V W_O) + (b_V W_O + b_O)``, never as a
+[batch, pos, d_model] tensor: the last layer's ``X_p . u`` and ``sum_p a_p X_p`` distribute
+over those terms (``A`` is layer 0's [batch, pos, pos] pattern).
+
+Seeds are a leading axis: the parameters of the ensemble's models are stacked each step with
+``torch.stack`` (so autograd hands each model's own parameters their gradients), every
+product is batched over ``seed``, and the loss is the sum of the per-seed mean
+cross-entropies, whose gradient for each seed is that seed's own. A seed that stops leaves
+the stack; the others go on unchanged. One Adam holds every model's parameters; Adam treats
+each parameter tensor on its own, so a seed's updates do not depend on its companions.
+
+:func:`sample` reproduces :func:`interp.tasks.sample` number for number (same generator
+draws, same permutations, ties included) with a faster argsort.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from interp import models, tasks
+
+# ---------------------------------------------------------------------------------------------
+# Data: tasks.sample, exactly, with a faster argsort.
+
+
+def _argsort_rows(r: Float[Tensor, "batch n"]) -> Int[Tensor, "batch n"]:
+    """``r.argsort(dim=1)`` for ``torch.rand`` float32 output, bit for bit.
+
+    torch.rand's float32 values are k / 2**24 with integer k < 2**24, so
+    ``key = k << b | column`` (b bits for the column) is an integer with no ties whose order is
+    k's order with ties broken by column. numpy sorts integer rows fast (SIMD), and the sorted
+    keys carry the permutation in their low bits. Rows where k ties (about 3e-4 per row of
+    100) are redone with ``torch.argsort`` itself, whose tie order is its own (and row by row
+    the same as in a batch).
+    """
+    batch, n = r.shape
+    bits = max(1, (n - 1).bit_length())
+    dtype = np.int32 if 24 + bits <= 31 else np.int64
+    key = (r.numpy() * np.float32(2**24)).astype(dtype) << dtype(bits)
+    key |= np.arange(n, dtype=dtype)
+    key.sort(axis=1)
+    out = torch.from_numpy((key & dtype((1 << bits) - 1)).astype(np.int64))
+    k = key >> dtype(bits)
+    ties = (k[:, 1:] == k[:, :-1]).any(axis=1)
+    if ties.any():
+        rows = torch.from_numpy(np.nonzero(ties)[0])
+        out[rows] = r[rows].argsort(dim=1)
+    return out
+
+
+def _argsort_np(r: Tensor) -> np.ndarray:
+    return _argsort_rows(r).numpy()
+
+
+def sample_indices(
+    case: int,
+    n: int,
+    batch_size: int,
+    *,
+    generator: torch.Generator,
+    function: str = "permutation",
+    out: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[Int[Tensor, "K batch pos"], Int[Tensor, "batch"]]:
+    """``token_indices`` of ``tasks.sample``'s batch and its answers (same draws), no tokens.
+
+    ``out`` (optional): numpy views ``(J [K, batch, pos], answers [batch])`` to fill in place.
+    """
+    g = generator
+    shape = (batch_size, n)
+    if function == "permutation":
+        values = _argsort_np(torch.rand(shape, generator=g))
+    else:
+        values = torch.randint(0, n, shape, generator=g).numpy()
+    keys = _argsort_np(torch.rand(shape, generator=g)) if case in tasks.PERMUTED else None
+    target = torch.randint(0, n, (batch_size,), generator=g).numpy()
+    K = 2 if case in tasks.SAME_POSITION else 1
+    P = tasks.seq_len(case, n)
+    if out is None:
+        J, answers = np.empty((K, batch_size, P), np.int64), np.empty(batch_size, np.int64)
+    else:
+        J, answers = out
+    rows = np.arange(batch_size)
+    if keys is None:
+        answers[:] = values[rows, target]
+        keys = np.broadcast_to(np.arange(n), shape)
+    else:
+        answers[:] = values[rows, np.argmax(keys == target[:, None], axis=1)]
+    if case == 1:
+        J[0, :, :n] = values
+    elif case in tasks.SAME_POSITION:
+        J[0, :, :n] = keys
+        J[1, :, :n] = values + n
+        J[1, :, n] = 2 * n
+    else:
+        J[0, :, 0 : 2 * n : 2] = keys
+        J[0, :, 1 : 2 * n : 2] = values
+    J[0, :, P - 1] = target
+    if out is None:
+        return torch.from_numpy(J), torch.from_numpy(answers)
+    return out
+
+
+def token_indices(pairs: bool, n: int, tokens: Int[Tensor, "... pos"]) -> Int[Tensor, "K ... pos"]:
+    """Rows of the token table T read by each position (``pairs``: cases 2 and 3)."""
+    if not pairs:
+        return tokens[None]
+    pair = tokens < n * n
+    key = torch.where(pair, tokens // n, tokens - n * n)
+    value = torch.where(pair, n + tokens % n, torch.full_like(tokens, 2 * n))
+    return torch.stack([key, value])
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters of an ensemble, stacked along a leading seed axis.
+
+_LAYER = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O")
+
+
+def check_model(model) -> None:
+    """The fast path computes the Section 4 architecture; refuse anything else."""
+    cfg = model.cfg
+    problems = []
+    if cfg.n_heads != 1:
+        problems.append(f"n_heads={cfg.n_heads} (accepted: 1)")
+    if not cfg.attn_only:
+        problems.append("an MLP (accepted: attn_only)")
+    if cfg.normalization_type is not None:
+        problems.append(f"normalization_type={cfg.normalization_type!r} (accepted: None)")
+    if cfg.attention_dir != "bidirectional":
+        problems.append(f"attention_dir={cfg.attention_dir!r} (accepted: bidirectional)")
+    if cfg.positional_embedding_type != "standard":
+        problems.append(f"positional_embedding_type={cfg.positional_embedding_type!r}")
+    if cfg.n_layers not in (1, 2):
+        problems.append(f"n_layers={cfg.n_layers} (accepted: 1 or 2)")
+    modes = getattr(model, "attention_modes", None)
+    if modes and any(tuple(m) != ("softmax", 1.0) for m in modes):
+        problems.append(f"attention modes {modes} (accepted: plain softmax)")
+    if problems:
+        raise ValueError("the fast path cannot compute this model: " + "; ".join(problems))
+
+
+def _pos_is_zero(model) -> bool:
+    W_pos = model.pos_embed.W_pos
+    return not W_pos.requires_grad and not bool(W_pos.any())
+
+
+def stack_params(models_: list) -> dict:
+    """The ensemble's parameters, each stacked to [seed, ...] (autograd reaches the models')."""
+    m0 = models_[0]
+
+    def st(get):
+        return torch.stack([get(m) for m in models_])
+
+    pairs = models.has_pair_embedding(m0)
+    p = dict(
+        T=None if pairs else st(lambda m: m.embed.W_E),
+        pairs=(
+            (st(lambda m: m.embed.parametrizations.W_E.original0),
+             st(lambda m: m.embed.parametrizations.W_E.original1))
+            if pairs else None
+        ),
+        W_U=st(lambda m: m.unembed.W_U),
+        b_U=st(lambda m: m.unembed.b_U),
+        pos=None if _pos_is_zero(m0) else st(lambda m: m.pos_embed.W_pos),
+        scale=[float(b.attn.attn_scale) for b in m0.blocks],
+        layers=[],
+    )
+    for layer in range(m0.cfg.n_layers):
+        ws = {}
+        for name in _LAYER:
+            t = st(lambda m: getattr(m.blocks[layer].attn, name))
+            ws[name] = t.squeeze(1) if name != "b_O" else t  # drop head_index (one head)
+        p["layers"].append(ws)
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# The forward pass (final position), batched over seeds.
+#
+# Basis rows. Every residual vector the last layer sees is a combination of the rows of
+#   Xb = [T (V rows) | W_pos (P rows, if learned) | T W_V W_O | W_pos W_V W_O | c]   [seed, R, d]
+# (the middle two only with two layers; c = b_V W_O + b_O of layer 0, or 0 with one layer).
+# Position p holds its token rows J[k, p], its position row, and (two layers) the layer-0
+# pattern A[p, j] times the VO rows of every j; every position holds c with coefficient 1.
+
+
+def _gsum(table: Tensor, J: Tensor, offset: int = 0) -> Tensor:
+    """sum_k table[..., offset + J[k]] along the last axis: [S, B, V'] x [K, S, B, P] -> [S, B, P]."""
+    out = None
+    for k in range(J.shape[0]):
+        idx = J[k] if offset == 0 else J[k] + offset
+        g = table.gather(-1, idx.expand(*table.shape[:-1], idx.shape[-1]))
+        out = g if out is None else out + g
+    return out
+
+
+def _scatter(a: Tensor, J: Tensor, width: int, offset: int = 0, out: Tensor | None = None) -> Tensor:
+    """Weights a [S, B, P] summed onto rows offset + J[k] of a [S, B, width] coefficient vector."""
+    if out is None:
+        out = a.new_zeros(*a.shape[:-1], width)
+        for k in range(J.shape[0]):
+            out.scatter_add_(-1, J[k] if offset == 0 else J[k] + offset, a)
+        return out
+    for k in range(J.shape[0]):
+        out = out.scatter_add(-1, J[k] if offset == 0 else J[k] + offset, a)
+    return out
+
+
+def _rows(table: Tensor, J: Tensor) -> Tensor:
+    """sum_k table[J[k]] for a table [S, R, c] and J [K, S, B]: [S, B, c]."""
+    S, R, c = table.shape
+    flat = table.reshape(S * R, c)
+    base = torch.arange(S)[:, None] * R
+    out = None
+    for k in range(J.shape[0]):
+        g = flat.index_select(0, (J[k] + base).reshape(-1)).view(S, -1, c)
+        out = g if out is None else out + g
+    return out
+
+
+def _T_at(p: dict, W: Tensor) -> Tensor:
+    """T @ W [S, V, c]; for pair tables by halves ([key W_top; value W_bottom; 0])."""
+    if p["pairs"] is None:
+        return p["T"] @ W
+    key, value = p["pairs"]
+    dt = key.shape[-1]
+    return torch.cat([key @ W[:, :dt], value @ W[:, dt:], W.new_zeros(W.shape[0], 1, W.shape[-1])], 1)
+
+
+def _at_T(p: dict, C: Tensor) -> Tensor:
+    """C @ T [S, B, d] for coefficients C [S, B, V]; for pair tables by halves."""
+    if p["pairs"] is None:
+        return C @ p["T"]
+    key, value = p["pairs"]
+    n = key.shape[1]
+    return torch.cat([C[..., :n] @ key, C[..., n : 2 * n] @ value], -1)
+
+
+def _full_T(p: dict) -> Tensor:
+    if p["pairs"] is None:
+        return p["T"]
+    key, value = p["pairs"]
+    S, n, dt = key.shape
+    z = key.new_zeros(S, n, dt)
+    return torch.cat([torch.cat([key, z], -1), torch.cat([z, value], -1), key.new_zeros(S, 1, 2 * dt)], 1)
+
+
+def final_logits(p: dict, J: Int[Tensor, "K seed batch pos"]) -> Float[Tensor, "seed batch n"]:
+    """The models' ``logits[:, -1]`` for token-row indices ``J`` (see :func:`token_indices`)."""
+    if len(p["layers"]) == 1:
+        return _final_logits_1(p, J)
+    return _final_logits_2(p, J)
+
+
+def _final_logits_1(p: dict, J: Tensor) -> Tensor:
+    """One layer: the final query's scores are gathered from GG = [q of rows] [k of rows]^T.
+
+    Rows: V token rows, then the position rows (if learned), then a bias row (q: b_Q, k: b_K).
+    Only the rows the final position can hold (its token rows, position P-1, bias) are needed
+    on the query side.
+    """
+    pos, ws, W_U = p["pos"], p["layers"][0], p["W_U"]
+    P = J.shape[-1]
+    TQ, TK = _T_at(p, ws["W_Q"]), _T_at(p, ws["W_K"])  # [S, V, d_head]
+    S, V, _ = TQ.shape
+    q_rows = [TQ, ws["b_Q"][:, None]]  # [S, V + 1 (+1), d_head]
+    k_rows = [TK, ws["b_K"][:, None]]  # [S, V + 1 (+P), d_head]
+    if pos is not None:
+        q_rows.append(pos[:, -1:] @ ws["W_Q"])
+        k_rows.append(pos @ ws["W_K"])
+    GG = torch.cat(q_rows, 1) @ torch.cat(k_rows, 1).transpose(1, 2)  # [S, V+1(+1), V+1(+P)]
+    # The final position always holds the bias row (and position P-1): fold them into the
+    # token rows once, so each input gathers one row per token index.
+    GGq = GG[:, :V] + GG[:, V : V + 1]
+    if pos is not None:
+        GGq = GGq + GG[:, V + 1 : V + 2]
+    J_last = _query_rows(p, J)  # [K', S, B]
+    Rl = _rows(GGq, J_last)  # [S, B, V+1(+P)]: the final query . every row's key
+    scores = _gsum(Rl, J) + Rl[..., V : V + 1]  # [S, B, key_pos]
+    if pos is not None:
+        scores = scores + Rl[..., V + 1 :]
+    a = torch.softmax(scores / p["scale"][0], dim=-1)
+    # sum_p a_p x_p = (a scattered on the token rows) T + a W_pos; then W_V W_O W_U.
+    m = _at_T(p, _scatter(a, J, V))  # [S, B, d_model]
+    if pos is not None:
+        m = m + a @ pos
+    W_VOU = ws["W_V"] @ (ws["W_O"] @ W_U)  # [S, d_model, n]
+    TU = _T_at(p, W_U)  # [S, V, n]
+    x_part = _rows(TU, J_last)  # x_last W_U
+    if pos is not None:
+        x_part = x_part + (pos[:, -1:] @ W_U)
+    c = (ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]) @ W_U + p["b_U"][:, None]
+    return x_part + m @ W_VOU + c
+
+
+def _query_rows(p: dict, J: Tensor) -> Tensor:
+    """Token rows of the final position, [K', S, B]; for pair tables the query token's value
+    row is the zero row 2n whenever the input is laid out as tasks does, and is dropped."""
+    J_last = J[..., -1]
+    if p["pairs"] is not None and bool((J_last[1] == 2 * p["pairs"][0].shape[1]).all()):
+        return J_last[:1]
+    return J_last
+
+
+def _final_logits_2(p: dict, J: Tensor) -> Tensor:
+    """Two layers (see the basis-row comment above)."""
+    T, pos, layers = _full_T(p), p["pos"], p["layers"]
+    S, V, d = T.shape
+    P = J.shape[-1]
+    Pp = 0 if pos is None else P  # number of position rows
+    R0 = V + Pp
+    X0 = T if pos is None else torch.cat([T, pos], 1)  # [S, R0, d]
+    A = None
+    if len(layers) == 2:
+        ws = layers[0]
+        # Layer 0, every query: q/k of the basis rows plus a bias row; scores gathered from G0.
+        Q0 = torch.cat([X0 @ ws["W_Q"], ws["b_Q"][:, None]], 1)  # [S, R0 + 1, d_head]
+        K0 = torch.cat([X0 @ ws["W_K"], ws["b_K"][:, None]], 1)
+        G0 = Q0 @ K0.transpose(1, 2)  # [S, R0 + 1, R0 + 1]
+        Rq = _rows(G0, J.flatten(2)).view(S, -1, P, R0 + 1) + G0[:, None, R0 : R0 + 1]
+        if pos is not None:
+            Rq = Rq + G0[:, None, V:R0]  # query i's position row
+        cols = J[:, :, :, None, :]  # [K, S, B, 1, P]: key j's token rows, for every query
+        scores = _gsum(Rq, cols) + Rq[..., R0:]  # [S, B, query_pos, key_pos]
+        if pos is not None:
+            scores = scores + Rq[..., V:R0]
+        A = torch.softmax(scores / p["scale"][0], dim=-1)
+        XVO = (X0 @ ws["W_V"]) @ ws["W_O"]  # [S, R0, d]
+        c0 = ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]  # [S, 1, d]
+        Xb = torch.cat([X0, XVO, c0], 1)  # [S, 2 R0 + 1, d]
+    else:
+        Xb = torch.cat([X0, X0.new_zeros(S, 1, d)], 1)  # [S, R0 + 1, d]
+    R = Xb.shape[1]
+    ws, scale = layers[-1], p["scale"][-1]
+    # q and k of the basis rows; the last row (the constant c) also carries b_Q and b_K.
+    Qb = torch.cat([Xb[:, :-1] @ ws["W_Q"], Xb[:, -1:] @ ws["W_Q"] + ws["b_Q"][:, None]], 1)
+    Kb = torch.cat([Xb[:, :-1] @ ws["W_K"], Xb[:, -1:] @ ws["W_K"] + ws["b_K"][:, None]], 1)
+    GG = Qb @ Kb.transpose(1, 2)  # [S, R, R]: q of row r . k of row r'
+    # The final query's coefficients over the basis rows, and its row of scores Rl = C_last GG.
+    J_last = J[..., -1]  # [K, S, B]
+    if A is None:
+        Rl = _rows(GG, J_last) + GG[:, None, -1]
+        if pos is not None:
+            Rl = Rl + GG[:, None, V + P - 1]
+    else:
+        C_last = _coefficients(A[:, :, -1], J, V, Pp, R, J_last=J_last)
+        Rl = C_last @ GG  # [S, B, R]
+    scores = _gsum(Rl, J) + Rl[..., -1:]
+    if pos is not None:
+        scores = scores + Rl[..., V:R0]
+    if A is not None:
+        r = _gsum(Rl, J, offset=R0)
+        if pos is not None:
+            r = r + Rl[..., R0 + V : 2 * R0]
+        scores = scores + (A @ r[..., None])[..., 0]
+    a = torch.softmax(scores / scale, dim=-1)  # [S, B, key_pos]
+    # Values: mix the basis rows by a (and a A), then W_V W_O W_U.
+    if A is None:
+        C_mix = _scatter(a, J, R)
+        if pos is not None:
+            C_mix = C_mix + F.pad(a, (V, R - R0))
+        C_mix = C_mix + F.pad(a.new_ones(S, a.shape[1], 1), (R - 1, 0))
+    else:
+        C_mix = _coefficients(a, J, V, Pp, R, A=A)
+    W_U = p["W_U"]
+    n = W_U.shape[-1]
+    W_VOU = ws["W_V"] @ (ws["W_O"] @ W_U)  # [S, d, n]
+    if n <= d:  # project the basis rows first
+        XbU = Xb @ W_U
+        x_part = _rows(XbU, J_last) + XbU[:, None, -1] if A is None else C_last @ XbU
+        if A is None and pos is not None:
+            x_part = x_part + XbU[:, None, V + P - 1]
+        m_part = C_mix @ (Xb @ W_VOU)
+    else:  # mix in d_model space first
+        x = _rows(Xb, J_last) + Xb[:, None, -1] if A is None else C_last @ Xb
+        if A is None and pos is not None:
+            x = x + Xb[:, None, V + P - 1]
+        x_part = x @ W_U
+        m_part = (C_mix @ Xb) @ W_VOU
+    c = (ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]) @ W_U + p["b_U"][:, None]
+    return x_part + m_part + c
+
+
+def _coefficients(w, J, V, Pp, R, *, A=None, J_last=None) -> Tensor:
+    """Coefficients over the two-layer basis of sum_p w_p x1_p (or of x1_last if J_last).
+
+    x1_p = [token rows J[:, p]] + [position row p] + sum_j A[p, j] ([VO token rows of j] +
+    [VO position row j]) + c. For the final query, w is A's last row and the own part is one-hot.
+    """
+    R0 = V + Pp
+    if J_last is not None:
+        own = _scatter(w.new_ones(*w.shape[:-1], 1), J_last[..., None], R)
+        if Pp:
+            own = own + F.pad(w.new_ones(*w.shape[:-1], 1), (V + Pp - 1, R - V - Pp))
+        vo = w  # the last query's layer-0 pattern row
+    else:
+        own = _scatter(w, J, R)
+        if Pp:
+            own = own + F.pad(w, (V, R - R0))
+        vo = (w[:, :, None] @ A)[:, :, 0]  # [S, B, key_pos]
+    out = _scatter(vo, J, R, offset=R0, out=own)
+    if Pp:
+        out = out + F.pad(vo, (R0 + V, R - 2 * R0))
+    return out + F.pad(w.new_ones(*w.shape[:-1], 1), (R - 1, 0))
+
+
+def model_final_logits(model, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch n"]:
+    """One model's ``model(tokens)[:, -1]`` by the fast path."""
+    check_model(model)
+    n = model.cfg.d_vocab_out
+    J = token_indices(models.has_pair_embedding(model), n, tokens)
+    return final_logits(stack_params([model]), J[:, None])[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Training an ensemble of seeds.
+
+
+def mkl_reproducible() -> bool:
+    """Whether MKL runs in a conditional-numerical-reproducibility mode (``MKL_CBWR`` set
+    before the process started), in which its matrix products do not depend on memory
+    alignment. Only then does a seed computed inside a stacked [seed, ...] batch get the same
+    bits as the seed alone; otherwise an ensemble computes its seeds one by one.
+    """
+    global _MKL_CNR
+    if _MKL_CNR is None:
+        try:
+            lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+            _MKL_CNR = torch.backends.mkl.is_available() and lib.mkl_serv_cbwr_get(1) != 1
+        except (OSError, AttributeError):
+            _MKL_CNR = False
+    return _MKL_CNR
+
+
+_MKL_CNR: bool | None = None
+
+
+class Ensemble:
+    """Runs that differ only in seed, trained in lockstep; :meth:`step` advances every live one.
+
+    Each seed draws its own data (its own generator), keeps its own Adam state and stops on
+    its own (training-batch loss below ``stop_loss``, a non-finite loss, or ``max_steps``).
+    ``models_`` (optional) are trained in place instead of fresh ``init_model`` models.
+    """
+
+    def __init__(
+        self, configs: list, *, models_: list | None = None, batched: bool | None = None
+    ):
+        from interp.training import generator, init_model, trainable
+
+        self.start = time.perf_counter()
+        self.batched = mkl_reproducible() if batched is None else batched
+        self.configs = list(configs)
+        self.cfg = cfg0 = self.configs[0]
+        self.models = [init_model(c) for c in configs] if models_ is None else list(models_)
+        for m in self.models:
+            check_model(m)
+        self.params = [trainable(m) for m in self.models]
+        self.opt = torch.optim.Adam(
+            [p for ps in self.params for p in ps], lr=cfg0.lr, fused=True
+        )
+        self.gens = [generator(c.seed, "train") for c in self.configs]
+        self.K = 2 if cfg0.case in tasks.SAME_POSITION else 1
+        self.P = tasks.seq_len(cfg0.case, cfg0.n)
+        S = len(self.configs)
+        self.curves: list[list[tuple[int, float]]] = [[] for _ in range(S)]
+        self.steps = [0] * S
+        self.last = [float("nan")] * S
+        self.status = ["ok"] * S
+        self.active = list(range(S))
+        self.t = 0
+
+    @property
+    def done(self) -> bool:
+        return not self.active or self.t >= self.cfg.max_steps
+
+    def step(self) -> None:
+        """One Adam step for every live seed (forward, backward, update, stopping rule)."""
+        cfg, active = self.cfg, self.active
+        self.t += 1
+        step = self.t
+        S = len(active)
+        J = torch.empty(self.K, S, cfg.batch_size, self.P, dtype=torch.int64)
+        answers = torch.empty(S, cfg.batch_size, dtype=torch.int64)
+        J_np, ans_np = J.numpy(), answers.numpy()
+        for j, s in enumerate(active):
+            sample_indices(
+                cfg.case, cfg.n, cfg.batch_size, generator=self.gens[s], function=cfg.function,
+                out=(J_np[:, j], ans_np[j]),
+            )
+        if self.batched:
+            logits = final_logits(stack_params([self.models[s] for s in active]), J)
+        else:
+            logits = torch.cat(
+                [final_logits(stack_params([self.models[s]]), J[:, j : j + 1]) for j, s in enumerate(active)]
+            )
+        _, B, n = logits.shape
+        losses = F.cross_entropy(
+            logits.reshape(S * B, n), answers.reshape(S * B), reduction="none"
+        ).view(S, B).mean(1)  # [seed]: each seed's mean over its own batch
+        values = losses.tolist()
+        self.opt.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        finished = set()
+        for j, s in enumerate(active):
+            v = values[j]
+            self.last[s] = v
+            if not math.isfinite(v):  # no update from a non-finite loss; the seed stops
+                self.status[s] = f"failed: non-finite loss ({v}) at step {step}"
+                self.curves[s].append((step, v))
+                for p in self.params[s]:
+                    p.grad = None
+                finished.add(s)
+                continue
+            self.steps[s] = step
+            stop = v < cfg.stop_loss
+            if step == 1 or step % cfg.curve_every == 0 or stop or step == cfg.max_steps:
+                self.curves[s].append((step, v))
+            if stop:
+                finished.add(s)
+        self.opt.step()
+        self.active = [s for s in active if s not in finished]
+
+    def results(self) -> list:
+        """Test accuracy of every seed and its RunResult (``seconds``: the ensemble's wall
+        time divided among its seeds)."""
+        from interp.training import RunResult, evaluate_accuracy
+
+        out = []
+        for s, c in enumerate(self.configs):
+            acc = evaluate_accuracy(self.models[s], c, logits_fn=model_final_logits)
+            out.append(
+                RunResult(
+                    config=c, model=self.models[s], accuracy=acc, steps=self.steps[s],
+                    final_loss=self.last[s], seconds=0.0, curve=self.curves[s],
+                    status=self.status[s],
+                )
+            )
+        total = time.perf_counter() - self.start
+        for r in out:
+            r.seconds = total / len(out)
+        return out
+
+
+def train_ensemble(configs: list, *, models_: list | None = None) -> list:
+    """Train configs that differ only in seed as one batched ensemble; list of RunResult."""
+    ens = Ensemble(configs, models_=models_)
+    while not ens.done:
+        ens.step()
+    return ens.results()
