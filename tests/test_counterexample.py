@@ -122,3 +122,16 @@ def test_cli(capsys):
         assert c["predicted"] != c["expected"] == tasks.evaluate(5, 5, c["tokens"])
     assert main(["counterexample"]) == 2
     assert main(["counterexample", "--random", "--n", "3"]) == 2
+
+
+def test_cli_checkpoint(tmp_path, capsys):
+    import json
+
+    from interp.cli import main
+
+    model = models.build_model(5, 6, 4, seed=7)
+    interp.save(model, tmp_path / "ckpt")
+    assert main(["counterexample", str(tmp_path / "ckpt"), "--attention", "average", "--json"]) == 0
+    (c,) = json.loads(capsys.readouterr().out)["counterexamples"]
+    _assert_wrong(model, find_counterexample(model, "average"), "average")
+    assert c["tokens"] == find_counterexample(model, "average").tokens
