@@ -7,6 +7,8 @@
 column              meaning (ideal value in the constructions)
 =================== ============================================================================
 acc                 accuracy on :func:`interp.hooks.sample_inputs` (1)
+acc_any             accuracy when f is any function [n] -> [n], not a permutation as in
+                    training (1: the constructions work for every f)
 mass, hit, entropy  last layer, final query: mean weight on the construction's position (1),
                     fraction whose argmax is there (1), entropy / log(seq_len) (0; 1 = uniform)
 self_mass           last layer: the final position's weight on itself (0)
@@ -14,6 +16,7 @@ mass_keypos         cases 4, 5: last layer's weight on the matching slot's key p
 mass_L0, hit_L0     case 5, two layers: layer 0, every query to its key 2 (p // 2) (1, 1)
 qk_diag, qk_margin  QK rows peaking on the diagonal (1) and min margin over the range (> 0)
 ov_diag, ov_margin  OV rows peaking on the diagonal (1) and min margin over the range (> 0)
+qk_anti, ov_anti    rows whose *minimum* is on the diagonal (0): an inverted circuit
 qkpos_diag          cases 1 and 4: positional-embedding QK rows peaking on the diagonal (1)
 r2_<src>, m_<src>,  best held-out cos/sin probe R^2 of each embedding table, its frequency and
 N_<src>             number of angles (1, 1, n or n + 1)
@@ -71,6 +74,9 @@ def measure(model, case: int, n: int, *, batch_size: int = 512, seed: int = 0) -
         logits, cache = model.run_with_cache(
             tokens, names_filter=lambda name: name in wanted or name.endswith("hook_pattern"))
     out: dict = {"acc": float((logits[:, -1].argmax(-1) == view.answer).float().mean())}
+    # trained on permutations only; the constructions work for any f (the theorems)
+    out["acc_any"] = hooks.accuracy(model, case, n, hooks.sample_inputs(
+        case, n, batch_size, seed=seed + 1, function="any"))
     att = hooks.AttentionReport(case, n, hooks.patterns_from_cache(cache, L + 1),
                                 hooks.construction_targets(case, n, L + 1, tokens))
     out.update(mass=att.mass(-1), self_mass=att.self_mass(-1), hit=att.hit_rate(-1),
@@ -84,8 +90,8 @@ def measure(model, case: int, n: int, *, batch_size: int = 512, seed: int = 0) -
     kq = circuits.vectors_from_cache(model, cache, view)
     qk = circuits.qk_from_vectors(kq)
     ov = circuits.ov_matrix(model, case, n)
-    out.update(qk_diag=qk.diag_frac, qk_margin=qk.rel_margin,
-               ov_diag=ov.diag_frac, ov_margin=ov.rel_margin)
+    out.update(qk_diag=qk.diag_frac, qk_margin=qk.rel_margin, qk_anti=qk.anti_frac,
+               ov_diag=ov.diag_frac, ov_margin=ov.rel_margin, ov_anti=ov.anti_frac)
     if case in (1, 4):
         out["qkpos_diag"] = circuits.positional_qk_from_vectors(model, case, n, kq).diag_frac
     for p in probes.probe_model(model, case, n, seed=seed):
@@ -187,6 +193,63 @@ def _range(sub, col) -> str:
     return f"{x.mean():.2f} ({x.min():.2f}-{x.max():.2f})" if len(x) > 1 else f"{x.iloc[0]:.2f}"
 
 
+def mechanism(row) -> str:
+    """Which mechanism one seed's numbers show (a per-seed column of the report):
+
+    * ``construction``: QK rows peak on the diagonal, OV copies, patching the attended slot moves
+      the answer (qk_diag, ov_diag >= 0.95, follow >= 0.9);
+    * ``inverted``: QK rows have their *minimum* on the diagonal and OV writes minus the value
+      (qk_anti, ov_anti >= 0.95): attention avoids the matching slot;
+    * ``none``: neither (failed seeds, or a mechanism these measures do not name).
+    """
+    if row["qk_diag"] >= 0.95 and row["ov_diag"] >= 0.95 and row["follow"] >= 0.9:
+        return "construction"
+    if row["qk_anti"] >= 0.95 and row["ov_anti"] >= 0.95:
+        return "inverted"
+    return "none"
+
+
+def _functional(d) -> str:
+    """Attention, circuits and patching of a set of seeds, in numbers."""
+    s = (f"Attention mass on the construction's position {_range(d, 'mass')} (on the query "
+         f"itself {_range(d, 'self_mass')}), argmax there {_range(d, 'hit')}, entropy "
+         f"{_range(d, 'entropy')} (0 = one-hot, 1 = uniform); QK rows peaking on the diagonal "
+         f"{_range(d, 'qk_diag')} (minimum there {_range(d, 'qk_anti')}), OV rows peaking on the "
+         f"diagonal {_range(d, 'ov_diag')} (minimum there {_range(d, 'ov_anti')})")
+    if "mass_keypos" in d:
+        s += f"; mass on the matching key position 2j {_range(d, 'mass_keypos')}"
+    if "mass_L0" in d:
+        s += f"; layer 0, every position to its key 2(p//2): mass {_range(d, 'mass_L0')}"
+    if "qkpos_diag" in d:
+        s += f"; positional-embedding QK on the diagonal {_range(d, 'qkpos_diag')}"
+    return (s + f"; patching the attended position moves the answer in {_range(d, 'follow')} "
+            f"of inputs; accuracy when f is an arbitrary function (trained on permutations) "
+            f"{_range(d, 'acc_any')}.")
+
+
+def _geometry(d, r2_cols) -> str:
+    geo = [f"{c[3:]} R^2 {_range(d, c)} (m = {_mode(d, 'm_' + c[3:])}, N = {_mode(d, 'N_' + c[3:])})"
+           for c in r2_cols]
+    return ("Geometry: best cos/sin probes " + "; ".join(geo) +
+            f"; key vectors (after W_K) top-2 variance {_range(d, 'keys_top2')}, radius cv "
+            f"{_range(d, 'keys_rcv')}, in cyclic order in {_mean(d, 'keys_in_order'):.0%} of "
+            f"seeds; embedding participation rank {_range(d, 'emb_rank')}.")
+
+
+def _circle_verdict(d, key_src) -> str:
+    if not key_src or key_src not in d:
+        return ""
+    r2, top2, rcv = _mean(d, key_src), _mean(d, "keys_top2"), _mean(d, "keys_rcv")
+    if r2 >= 0.9:
+        return f" The key table is a cos/sin circle as in the construction (R^2 {r2:.2f})."
+    if top2 >= 0.9 and rcv <= 0.15:
+        return (f" The key vectors lie on a circle (top-2 variance {top2:.2f}, radius cv "
+                f"{rcv:.2f}) but not in the order or frequency of a cos/sin probe (R^2 {r2:.2f}).")
+    return (f" The key is **not** stored on a 2-D circle (probe R^2 {r2:.2f}, key vectors top-2 "
+            f"variance {top2:.2f}, radius cv {rcv:.2f}): the match uses more dimensions than "
+            "the construction's two.")
+
+
 def answer(sub, case: int) -> str:
     """A written answer for one group, every claim read off the per-seed numbers ``sub``."""
     ok, bad = sub[sub.outcome == "success"], sub[sub.outcome == "failed"]
@@ -196,76 +259,62 @@ def answer(sub, case: int) -> str:
             f"{len(part)} partial ({seeds(part)})."]
     r2_cols = [c for c in sub.columns if c.startswith("r2_") and sub[c].notna().any()]
     key_src = {1: "r2_pos", 4: "r2_pos_value", 2: "r2_token_key", 3: "r2_token_key"}.get(case)
-    for name, d in (("Successful", ok), ("Failed", bad)):
+    for kind in ("construction", "inverted", "none"):
+        d = ok[ok.mechanism == kind]
         if not len(d):
             continue
-        mass, qk, ov = _mean(d, "mass"), _mean(d, "qk_diag"), _mean(d, "ov_diag")
-        self_mass, follow = _mean(d, "self_mass"), _mean(d, "follow")
-        functional = qk >= 0.95 and ov >= 0.95 and follow >= 0.9
-        s = (f"**{name} seeds.** Attention mass on the construction's position "
-             f"{_range(d, 'mass')} (on the query itself {_range(d, 'self_mass')}), argmax there "
-             f"{_range(d, 'hit')}, entropy {_range(d, 'entropy')} (0 = one-hot, 1 = uniform); "
-             f"QK rows on the diagonal {_range(d, 'qk_diag')}, OV rows on the diagonal "
-             f"{_range(d, 'ov_diag')}")
-        if "mass_keypos" in d:
-            s += f"; mass on the matching key position 2j {_range(d, 'mass_keypos')}"
-        if "mass_L0" in d:
-            s += f"; layer 0 to the key position: mass {_range(d, 'mass_L0')}"
-        if "qkpos_diag" in d:
-            s += f"; positional QK on the diagonal {_range(d, 'qkpos_diag')}"
-        s += f"; patching the attended position moves the answer in {_range(d, 'follow')} of inputs. "
-        if name == "Successful":
-            if functional:
-                s += ("Functionally this **is** the construction's mechanism: QK matches the "
-                      "target key to the stored key, OV copies the value, and the answer is read "
-                      "from the matching slot (patching)")
-                if mass >= 0.9:
-                    s += ", with the attention on that slot as in the construction."
-                elif mass + self_mass >= 0.9:
-                    s += (", but softmax splits the attention between that slot and the query "
-                          "position itself, which carries the same key and no value (the "
-                          "construction's leftmost rule breaks this tie towards the slot).")
-                else:
-                    s += (f", with softer attention than the construction (mass {mass:.2f}; the "
-                          "rest is spread over non-matching positions).")
+        head = f"**Successful seeds {seeds(d)}"
+        if kind == "construction":
+            s = (f"{head}: the construction's mechanism.** QK matches the target key to the stored "
+                 "key, OV copies the value, and the answer is read from the matching slot. ")
+            mass, self_mass = _mean(d, "mass"), _mean(d, "self_mass")
+            if mass >= 0.9:
+                s += "Attention sits on that slot as in the construction. "
+            elif self_mass >= 0.25 and mass + self_mass >= 0.75:
+                s += ("Softmax splits the attention between that slot and the query position "
+                      "itself, which carries the same key and no value (the construction's "
+                      "leftmost rule breaks this tie towards the slot). ")
             else:
-                s += ("Functionally it only partly matches the construction "
-                      f"(QK {qk:.2f}, OV {ov:.2f}, patching {follow:.2f}).")
+                s += f"Attention is softer than the construction's (mass {mass:.2f}). "
+        elif kind == "inverted":
+            s = (f"{head}: an inverted mechanism.** Attention that *avoids* the matching slot "
+                 "(QK rows have their minimum on the diagonal) and an OV circuit that writes "
+                 "minus the value. When f is a permutation the values of all slots sum to the "
+                 "same vector for every input, so an almost uniform attention output differs "
+                 "between inputs only by the deficit at the matching slot, which OV turns into "
+                 "the answer. ")
+            if _mean(d, "acc_any") < 0.5:
+                s += ("As that reading predicts, these seeds fail when f is an arbitrary "
+                      "function, ")
+            if _mean(d, "follow") < 0.5:
+                s += ("and patching a single slot (which breaks the permutation) does not move "
+                      "their answers. " if _mean(d, "acc_any") < 0.5 else
+                      "Patching a single slot does not move their answers. ")
         else:
-            ent = _mean(d, "entropy")
-            kind = []
-            if ent >= 0.8:
-                kind.append("near-uniform attention")
-            elif _mean(d, "hit") < 0.5:
-                kind.append("sharp attention on the wrong position")
-            if qk < 0.5:
-                kind.append("no key matching in QK")
-            if ov >= 0.9:
-                kind.append("an OV circuit that already copies")
-            elif ov < 0.5:
-                kind.append("no copying OV")
-            if _mean(d, "emb_rank") < 1.5:
-                kind.append("a collapsed embedding (participation rank < 1.5)")
-            s += "They show " + (", ".join(kind) if kind else "no single failure signature") + "."
-        geo = []
-        for c in r2_cols:
-            src = c[3:]
-            geo.append(f"{src} R^2 {_range(d, c)} (m = {_mode(d, 'm_' + src)}, "
-                       f"N = {_mode(d, 'N_' + src)})")
-        s += (" Geometry: cos/sin probes " + "; ".join(geo) +
-              f"; key vectors top-2 variance {_range(d, 'keys_top2')}, radius cv "
-              f"{_range(d, 'keys_rcv')}, in cyclic order in {_mean(d, 'keys_in_order'):.0%}; "
-              f"embedding rank {_range(d, 'emb_rank')}. ")
-        if key_src and key_src in d:
-            r2 = _mean(d, key_src)
-            circle = _mean(d, "keys_top2") >= 0.9 and _mean(d, "keys_rcv") <= 0.15
-            if name == "Successful":
-                s += ("The key is stored on a circle as in the construction."
-                      if r2 >= 0.9 or circle else
-                      f"The key is **not** stored on a single cos/sin circle (probe R^2 {r2:.2f}, "
-                      f"keys top-2 variance {_mean(d, 'keys_top2'):.2f}): the match is solved in "
-                      "more dimensions than the construction's 2.")
-        text.append(s)
+            s = (f"{head}: neither the construction's mechanism nor the inverted one** by these "
+                 "measures. ")
+        text.append(s + _functional(d) + " " + _geometry(d, r2_cols) + _circle_verdict(d, key_src))
+    if len(bad):
+        kinds = []
+        if _mean(bad, "entropy") >= 0.8:
+            kinds.append("near-uniform attention")
+        elif _mean(bad, "hit") < 0.5:
+            kinds.append("sharp attention on the wrong position")
+        if _mean(bad, "qk_diag") < 0.5:
+            kinds.append("no key matching in QK")
+        if _mean(bad, "ov_diag") >= 0.9:
+            kinds.append("an OV circuit that already copies")
+        elif _mean(bad, "ov_diag") < 0.5:
+            kinds.append("no copying OV")
+        if _mean(bad, "emb_rank") < 1.5:
+            kinds.append("a collapsed embedding (participation rank < 1.5)")
+        text.append(f"**Failed seeds {seeds(bad)}.** They show "
+                    + (", ".join(kinds) if kinds else "no single failure signature") + ": "
+                    + _functional(bad) + " " + _geometry(bad, r2_cols))
+    if len(part):
+        text.append(f"**Partial seeds {seeds(part)}** (mechanisms: "
+                    + ", ".join(f"seed {int(r.seed)} {r.mechanism}" for _, r in part.iterrows())
+                    + "): " + _functional(part))
     return "\n\n".join(text)
 
 
@@ -319,6 +368,7 @@ def analyze_sweep(
             continue
         model = checkpoints.load(r.checkpoint)
         base.update(measure(model, case, n, batch_size=batch_size))
+        base["mechanism"] = mechanism(base)
         rows.append(base)
     table = pd.DataFrame(rows)
     answers = {}

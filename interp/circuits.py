@@ -54,6 +54,15 @@ class CircuitMatrix:
         return float((self._gap() > 0).double().mean())
 
     @property
+    def anti_frac(self) -> float:
+        """Fraction of rows whose (strict) minimum is on the diagonal: an inverted circuit
+        (attend away from the match, or write minus the value)."""
+        m = self.matrix.double()
+        off = m.clone()
+        off.fill_diagonal_(math.inf)
+        return float((m.diagonal() < off.min(dim=1).values).double().mean())
+
+    @property
     def margin(self) -> float:
         """min over rows of (diagonal - largest off-diagonal); > 0 iff every row peaks on it."""
         return float(self._gap().min())
@@ -71,6 +80,7 @@ class CircuitMatrix:
     def summary(self) -> dict:
         return dict(
             diag_frac=self.diag_frac,
+            anti_frac=self.anti_frac,
             margin=self.margin,
             mean_margin=self.mean_margin,
             rel_margin=self.rel_margin,

@@ -55,8 +55,11 @@ def test_analyze_sweep_measures_the_bimodal_group(sweep_dir):
         assert row.mass < 0.5 and row.entropy > 0.8 and row.follow < 0.5
     text = res.answers[bimodal]
     assert "2 successful seed(s) (0, 1), 2 failed (2, 3)" in text
-    assert "**is** the construction's mechanism" in text
-    assert "near-uniform attention" in text
+    assert "**Successful seeds 0, 1: the construction's mechanism.**" in text
+    assert "Attention sits on that slot as in the construction" in text
+    assert "**Failed seeds 2, 3.** They show near-uniform attention" in text
+    assert t.mechanism.tolist() == ["construction", "construction", "none", "none"]
+    assert (t.loc[0].acc_any, t.loc[0].qk_anti, t.loc[0].ov_anti) == (1.0, 0.0, 0.0)
     md = res.markdown("t")
     assert md.count("| 0 | 1 | success |") == 1
 
@@ -116,6 +119,28 @@ def test_pipeline_step_writes_report_and_attention_html(sweep_dir, tmp_path):
     ctx = SimpleNamespace(sweeps=[job], say=lambda text: None)
     out = analysis.pipeline_step(ctx)[sweep_dir.name]
     assert out["bimodal_groups"] == 1
-    assert (tmp_path / "analysis.md").read_text().count("**Successful seeds.**") == 1
+    assert (tmp_path / "analysis.md").read_text().count("the construction's mechanism.**") == 1
     html = (tmp_path / "attention.html").read_text()
     assert "accuracy 1.000" in html and "CircuitsVis.render(" in html
+
+
+def test_mechanism_names_inverted_circuits():
+    """A seed whose QK and OV rows have their minima on the diagonal is 'inverted'."""
+    row = dict(qk_diag=0.0, ov_diag=0.0, follow=0.0, qk_anti=1.0, ov_anti=1.0)
+    assert analysis.mechanism(row) == "inverted"
+    assert analysis.mechanism({**row, "qk_diag": 1.0, "ov_diag": 1.0, "follow": 1.0}) == "construction"
+    assert analysis.mechanism({**row, "ov_anti": 0.2}) == "none"
+
+
+def test_anti_frac_of_a_negated_construction():
+    """Negating W_O turns the construction's OV into minus the value: every row's minimum is on
+    the diagonal (an independent hand-made inverted circuit)."""
+    import torch
+
+    from interp import circuits
+
+    model = constructions.build(3, 6)
+    with torch.no_grad():
+        model.blocks[0].attn.W_O.neg_()
+    ov = circuits.ov_matrix(model, 3, 6)
+    assert ov.anti_frac == 1.0 and ov.diag_frac == 0.0
