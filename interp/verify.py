@@ -46,28 +46,39 @@ class VerifyRow:
         return {**asdict(self), "accuracy": self.accuracy}
 
 
+def _covering_functions(n: int, generator: torch.Generator | None):
+    t = torch.arange(n)
+    return [torch.randperm(n, generator=generator), (t + 1) % n, n - 1 - t]
+
+
+def _covering_block(case, n, f, targets, generator):
+    if case in tasks.PERMUTED:
+        keys = torch.rand(len(targets), n, generator=generator).argsort(dim=1)
+    else:
+        keys = torch.arange(n).expand(len(targets), n)
+    return tasks._layout(case, n, keys, f[keys], targets)
+
+
 def covering_inputs(case: int, n: int, generator: torch.Generator | None = None):
     """Every target key t in [n] under three functions (random permutation, t+1, n-1-t)."""
-    t = torch.arange(n)
-    functions = [torch.randperm(n, generator=generator), (t + 1) % n, n - 1 - t]
-    batches = []
-    for f in functions:
-        if case in tasks.PERMUTED:
-            keys = torch.rand(n, n, generator=generator).argsort(dim=1)
-        else:
-            keys = t.expand(n, n)
-        batches.append(tasks._layout(case, n, keys, f[keys], t))
-    return torch.cat(batches)
+    return torch.cat([
+        _covering_block(case, n, f, torch.arange(n), generator)
+        for f in _covering_functions(n, generator)
+    ])
 
 
-def _inputs(case, n, plan, function, count, generator):
+def _batches(case, n, plan, function, count, generator, chunk):
+    """The plan's inputs, ``chunk`` at a time (memory stays bounded at large n)."""
     if plan == "exhaustive":
-        tokens, _ = tasks.enumerate_inputs(case, n, function)
-        return tokens
-    if plan == "covering":
-        return covering_inputs(case, n, generator)
-    tokens, _ = tasks.sample(case, n, count, generator=generator, function=function)
-    return tokens
+        yield from tasks.enumerate_inputs(case, n, function)[0].split(chunk)
+    elif plan == "covering":
+        for f in _covering_functions(n, generator):
+            for targets in torch.arange(n).split(chunk):
+                yield _covering_block(case, n, f, targets, generator)
+    else:
+        for start in range(0, count, chunk):
+            size = min(chunk, count - start)
+            yield tasks.sample(case, n, size, generator=generator, function=function)[0]
 
 
 def _chunk(case: int, n: int, layers: int) -> int:
@@ -102,16 +113,15 @@ def verify(
     model = build(case, n, attention=attention, dtype=dtype, check_precision=check_precision)
     g = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
-    tokens = _inputs(case, n, plan, function, inputs, g)
-    expected = tasks.answers(case, n, tokens)
-    correct = 0
+    correct = checked = 0
     chunk = _chunk(case, n, default_layers(case))
     with torch.inference_mode():
-        for i in range(0, tokens.shape[0], chunk):
-            pred = final_logits(model, tokens[i : i + chunk]).argmax(-1)
-            correct += int((pred == expected[i : i + chunk]).sum())
+        for tokens in _batches(case, n, plan, function, inputs, g, chunk):
+            pred = final_logits(model, tokens).argmax(-1)
+            correct += int((pred == tasks.answers(case, n, tokens)).sum())
+            checked += tokens.shape[0]
             if progress is not None:
-                progress(min(chunk, tokens.shape[0] - i))
+                progress(tokens.shape[0])
     return VerifyRow(
         case=case,
         layers=default_layers(case),
@@ -120,7 +130,7 @@ def verify(
         attention=attention,
         function=function,
         plan=plan,
-        inputs=int(tokens.shape[0]),
+        inputs=checked,
         correct=correct,
         seconds=round(time.perf_counter() - start, 3),
     )
