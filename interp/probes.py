@@ -9,10 +9,10 @@ to order-free:
 * **cos/sin probe** (:func:`probe_table`, :func:`probe_resid`): a linear regression
   (scikit-learn ``LinearRegression``) from rows X[k] to ``[cos 2 pi m k/N, sin 2 pi m k/N]``,
   scored by held-out R^2 (out-of-fold predictions of a K-fold split, averaged over the two
-  targets), for every m in 1..(N - 1) // 2 and N in {n, n + 1} unless N is given; the best (N, m)
-  is reported. m and N - m give the same points mirrored, so larger m add nothing (and m = N / 2
-  is the degenerate [(-1)^k, 0]). A table that
-  *is* ``A cs_N(k) + b`` scores R^2 = 1 at that (N, m).
+  targets, floored at -1) for every m in 1..(N - 1) // 2 and N in {n, n + 1} unless N is
+  given; the best (N, m) is reported. m and N - m give the same points mirrored, so larger m
+  add nothing (and m = N / 2 is the degenerate [(-1)^k, 0]). A table that *is*
+  ``A cs_N(k) + b`` scores R^2 = 1 at that (N, m).
 * **Fourier power spectrum** (:func:`fourier_spectrum`), as in Nanda et al.'s grokking analysis:
   the DFT of the centred table along its rows, power summed over the model dimensions.
 * **Circle test** (:func:`circle_test`), blind to the order of the points: the fraction of the
@@ -46,6 +46,11 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp import circuits, hooks, models, tasks
+
+
+#: R^2 below this is reported as this: any value < 0 already means "worse than the mean", and
+#: an underdetermined fit on a near-degenerate table can reach -10^4, which only hurts tables.
+R2_FLOOR = -1.0
 
 
 def cs_targets(labels, N: int, m: int = 1) -> np.ndarray:
@@ -133,7 +138,7 @@ def probe_table(
     Y = np.concatenate([cs_targets(labels, NN, m) for NN, m in pairs], axis=1)  # [rows, 2 pairs]
     pred = heldout_predictions(X, Y, folds=folds, seed=seed)
     r2 = r2_score(Y, pred, multioutput="raw_values").reshape(len(pairs), 2).mean(1)
-    rows = [dict(N=NN, m=m, r2=float(v)) for (NN, m), v in zip(pairs, r2)]
+    rows = [dict(N=NN, m=m, r2=max(float(v), R2_FLOOR)) for (NN, m), v in zip(pairs, r2)]
     scores = pd.DataFrame(rows)
     best = scores.loc[scores.r2.idxmax()]
     return ProbeResult(source, len(X), int(best.N), int(best.m), float(best.r2), scores)
