@@ -163,8 +163,9 @@ class SweepAnalysis:
 
 
 def _display(df):
+    """The per-seed columns worth showing: no group fields, no column empty for this group."""
     drop = [c for c in ("group", "case", "n", "d_token", "n_layers", "pos_embed") if c in df]
-    return df.drop(columns=drop)
+    return df.drop(columns=drop).dropna(axis=1, how="all")
 
 
 def _md_table(df) -> str:
