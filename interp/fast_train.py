@@ -311,13 +311,13 @@ def _final_logits_1(p: dict, J: Tensor) -> Tensor:
         q_rows.append(pos[:, -1:] @ ws["W_Q"])
         k_rows.append(pos @ ws["W_K"])
     GG = torch.cat(q_rows, 1) @ torch.cat(k_rows, 1).transpose(1, 2)  # [S, V+1(+1), V+1(+P)]
-    # The final position always holds the bias row (and position P-1): fold them into the
-    # token rows once, so each input gathers one row per token index.
-    GGq = GG[:, :V] + GG[:, V : V + 1]
-    if pos is not None:
-        GGq = GGq + GG[:, V + 1 : V + 2]
+    # The final position always holds the bias row (and position P-1): fold them into its
+    # first token row once, so each input gathers one row per token index.
     J_last = _query_rows(p, J)  # [K', S, B]
-    Rl = _rows(GGq, J_last)  # [S, B, V+1(+P)]: the final query . every row's key
+    always = GG[:, V : V + 1] if pos is None else GG[:, V : V + 1] + GG[:, V + 1 : V + 2]
+    Rl = _rows(GG[:, :V] + always, J_last[:1])  # [S, B, V+1(+P)]: final query . row keys
+    if J_last.shape[0] > 1:
+        Rl = Rl + _rows(GG[:, :V], J_last[1:])
     scores = _gsum(Rl, J) + Rl[..., V : V + 1]  # [S, B, key_pos]
     if pos is not None:
         scores = scores + Rl[..., V + 1 :]

@@ -27,6 +27,7 @@ for tests and the benchmark.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -280,6 +281,23 @@ def train_reference(config: TrainConfig, model=None) -> RunResult:
     )
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Run the body on one intra-op thread (restored afterwards).
+
+    Training uses one thread: the matrices are small, a second thread buys little and costs
+    a lot when cores are shared, and a run's bits then do not depend on the caller's thread
+    setting. More cores are used by training several groups in processes (``interp sweep
+    --workers``); ``experiments/bench`` measures both.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def train(config: TrainConfig, *, engine: str = "fast") -> RunResult:
     """Train one run with the paper's protocol; returns the trained model and its metrics."""
     if engine not in ENGINES:
@@ -287,7 +305,8 @@ def train(config: TrainConfig, *, engine: str = "fast") -> RunResult:
     if not isinstance(config, TrainConfig):
         raise ValueError(f"config is a {type(config).__name__}; accepted: a TrainConfig")
     if engine == "reference":
-        return train_reference(config)
+        with one_thread():
+            return train_reference(config)
     return train_group([config])[0]
 
 
@@ -314,8 +333,9 @@ def train_group(configs: list[TrainConfig], *, engine: str = "fast") -> list[Run
         raise ValueError(f"train_group got repeated seeds {seeds}; accepted: distinct seeds")
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r}; accepted: one of {ENGINES}")
-    if engine == "reference":
-        return [train_reference(c) for c in configs]
     from interp import fast_train
 
-    return fast_train.train_ensemble(configs)
+    with one_thread():
+        if engine == "reference":
+            return [train_reference(c) for c in configs]
+        return fast_train.train_ensemble(configs)
