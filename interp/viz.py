@@ -235,7 +235,7 @@ def write_all(model, case: int, n: int, out_dir, *, title: str = "", tokens=None
     return paths
 
 
-def plot_seed_measures(table, *, measures=("accuracy", "mass", "qk_diag", "ov_diag", "keys_top2"),
+def plot_seed_measures(table, *, measures=("accuracy", "acc_any", "mass", "qk_diag", "ov_diag", "keys_top2"),
                        by: str = "outcome", title: str = ""):
     """Per-seed violins of several measures (one panel each), seeds grouped by ``by``."""
     measures = [m for m in measures if m in table.columns]
