@@ -283,7 +283,7 @@ def train_reference(config: TrainConfig, model=None) -> RunResult:
 
 @contextlib.contextmanager
 def one_thread():
-    """Run the body on one intra-op thread (restored afterwards).
+    """Run the body on one intra-op thread (restored afterwards), with autograd on.
 
     Training uses one thread: the matrices are small, a second thread buys little and costs
     a lot when cores are shared, and a run's bits then do not depend on the caller's thread
@@ -293,7 +293,8 @@ def one_thread():
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield
+        with torch.enable_grad():  # training works even when called under no_grad
+            yield
     finally:
         torch.set_num_threads(before)
 
