@@ -190,8 +190,7 @@ def positional_qk_from_vectors(model, case: int, n: int, v: KeyQueryVectors, *,
     """:func:`positional_qk` from mean query vectors already computed."""
     if case not in (1, 4):
         raise ValueError(f"case={case}: positional keys are defined for cases 1 and 4 only")
-    slot_pos = hooks.read(case, n, hooks.sample_inputs(case, n, 1)).slot_pos
-    W_pos = model.W_pos[slot_pos].detach().double()
+    W_pos = model.W_pos[hooks.slot_positions(case, n)].detach().double()
     pos_keys = W_pos @ model.W_K[v.layer, head].detach().double()
     return CircuitMatrix("QK_pos", (v.queries @ pos_keys.T / v.attn_scale).float())
 

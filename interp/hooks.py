@@ -103,24 +103,30 @@ class TaskView:
         return self.slot_pos[self.slot_of_target]
 
 
+def slot_positions(case: int, n: int) -> Int[Tensor, "n"]:
+    """The position carrying slot j's value: j (cases 1-3) or 2j + 1 (cases 4, 5)."""
+    tasks.check_case(case), tasks.check_n(n)
+    return 2 * torch.arange(n) + 1 if case in tasks.CONSECUTIVE else torch.arange(n)
+
+
 def read(case: int, n: int, tokens) -> TaskView:
     """Split a batch of (valid) tokens into keys, values and target, as :func:`tasks.decode`."""
     tokens = tasks.check_tokens(case, n, tokens)
     batch = tokens.shape[0]
     if case == 1:
         keys = torch.arange(n).expand(batch, n)
-        values, target, slot_pos = tokens[:, :n], tokens[:, n], torch.arange(n)
+        values, target = tokens[:, :n], tokens[:, n]
     elif case in tasks.SAME_POSITION:
         if (tokens[:, :n] >= n * n).any() or (tokens[:, n] < n * n).any():
             raise ValueError(f"case {case} needs n pair tokens < {n * n} then a query token >= {n * n}")
         keys, values = tokens[:, :n] // n, tokens[:, :n] % n
-        target, slot_pos = tokens[:, n] - n * n, torch.arange(n)
+        target = tokens[:, n] - n * n
     else:
         keys, values = tokens[:, 0 : 2 * n : 2], tokens[:, 1 : 2 * n : 2]
-        target, slot_pos = tokens[:, 2 * n], 2 * torch.arange(n) + 1
+        target = tokens[:, 2 * n]
     if not (keys.sort(dim=1).values == torch.arange(n)).all():
         raise ValueError(f"the keys of some input are not a permutation of 0..{n - 1}")
-    return TaskView(case, n, tokens, keys, values, target, slot_pos)
+    return TaskView(case, n, tokens, keys, values, target, slot_positions(case, n))
 
 
 def construction_targets(

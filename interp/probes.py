@@ -226,35 +226,45 @@ class CircleFit:
                     gap_ratio=self.gap_ratio, in_order=self.in_order)
 
 
-def circle_test(points: Float[Tensor, "n d"]) -> CircleFit:
-    """Do the points lie on a 2-D circle, in some order?
+def circle_plane(points: Float[Tensor, "n d"]) -> tuple[Tensor, Tensor, float, Tensor]:
+    """Points in their top-2 principal plane and the circle that best fits them there.
 
-    Centre, take the top-2 principal plane (SVD), fit a circle in it (Kasa's algebraic fit:
-    least squares for ``x^2 + y^2 = 2 a x + 2 b y + c``, centre (a, b)), and measure how much
-    variance the plane holds, how equal the radii about the fitted centre are, and how evenly the
-    angles are spread. ``in_order`` checks the cyclic order of the labels (row index) up to
-    rotation and reflection.
+    Returns (P [n, 2] plane coordinates of the centred points, centre [2], radius, variance per
+    principal component). The circle is Kasa's algebraic fit: least squares for
+    ``x^2 + y^2 = 2 a x + 2 b y + c``, centre (a, b), radius sqrt(c + a^2 + b^2).
     """
     X = points.detach().double()
     if X.ndim != 2 or X.shape[0] < 3 or X.shape[1] < 2:
         raise ValueError(f"points has shape {tuple(X.shape)}; accepted: [n >= 3, d >= 2]")
     X = X - X.mean(0, keepdim=True)
     _, S, Vh = torch.linalg.svd(X, full_matrices=False)
-    var = S.pow(2)
-    if float(var.sum()) == 0.0:  # all points equal: no circle at all
-        return CircleFit(math.nan, math.nan, 0.0, False, torch.zeros(len(X)))
-    top2 = float(var[:2].sum() / var.sum())
-    P = X @ Vh[:2].T  # [n, 2] coordinates in the top-2 plane
+    P = X @ Vh[:2].T  # [n, 2]
     A = torch.cat([2 * P, torch.ones(len(P), 1, dtype=P.dtype)], dim=1)
-    sol = torch.linalg.lstsq(A, P.pow(2).sum(1, keepdim=True)).solution[:, 0]
-    P = P - sol[:2]
+    a, b, c = torch.linalg.lstsq(A, P.pow(2).sum(1, keepdim=True)).solution[:, 0]
+    radius = float((c + a * a + b * b).clamp_min(0).sqrt())
+    return P, torch.stack([a, b]), radius, S.pow(2)
+
+
+def circle_test(points: Float[Tensor, "n d"]) -> CircleFit:
+    """Do the points lie on a 2-D circle, in some order?
+
+    In the top-2 principal plane with the fitted circle (:func:`circle_plane`): how much of the
+    variance the plane holds, how equal the radii about the fitted centre are, and how evenly
+    the angles are spread. ``in_order`` checks the cyclic order of the labels (row index) up to
+    rotation and reflection.
+    """
+    P, centre, _, var = circle_plane(points)
+    n = len(P)
+    if float(var.sum()) == 0.0:  # all points equal: no circle at all
+        return CircleFit(math.nan, math.nan, 0.0, False, torch.zeros(n))
+    top2 = float(var[:2].sum() / var.sum())
+    P = P - centre
     r = P.norm(dim=1)
     radius_cv = float(r.std() / r.mean()) if r.mean() > 0 else math.nan
     angles = torch.atan2(P[:, 1], P[:, 0])
     order = angles.argsort()
     sorted_a = angles[order]
     gaps = torch.diff(torch.cat([sorted_a, sorted_a[:1] + 2 * math.pi]))
-    n = len(X)
     gap_ratio = float(gaps.min() / (2 * math.pi / n))
     step = (order.roll(-1) - order) % n
     in_order = bool((step == 1).all() or (step == n - 1).all())

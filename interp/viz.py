@@ -12,7 +12,6 @@ document, so the file renders offline and loads nothing remote.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -94,25 +93,12 @@ def _figure(ncols: int, *, width: float = 4.0, height: float = 4.0):
     return fig, axes
 
 
-def _plane(points: torch.Tensor) -> np.ndarray:
-    """Points centred and projected onto their top-2 principal plane ([n, 2])."""
-    X = points.detach().double()
-    X = X - X.mean(0, keepdim=True)
-    if X.shape[1] == 1:
-        X = torch.cat([X, torch.zeros_like(X)], 1)
-    _, _, Vh = torch.linalg.svd(X, full_matrices=False)
-    return (X @ Vh[:2].T).numpy()
-
-
 def circle_axes(ax, points, labels, *, title: str = "") -> None:
     """Figure 1 style on ``ax``: the points in their top-2 plane, labelled, joined in label order,
     with the fitted circle and dashed radial lines."""
-    P = _plane(points)
-    fit = probes.circle_test(points) if len(P) >= 3 else None
-    # Kasa circle fit in the plane (the same fit circle_test uses)
-    A = np.c_[2 * P, np.ones(len(P))]
-    (a, b, c), *_ = np.linalg.lstsq(A, (P**2).sum(1), rcond=None)
-    r = math.sqrt(max(c + a * a + b * b, 0.0))
+    P, centre, r, _ = probes.circle_plane(points)
+    fit = probes.circle_test(points)
+    P, (a, b) = P.numpy(), centre.tolist()
     t = np.linspace(0, 2 * np.pi, 200)
     ax.plot(a + r * np.cos(t), b + r * np.sin(t), color="0.7", lw=1)
     for x, y in P:
@@ -124,8 +110,7 @@ def circle_axes(ax, points, labels, *, title: str = "") -> None:
         for (x, y), k in zip(P, labels):
             ax.annotate(str(int(k)), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
     ax.set_aspect("equal")
-    if fit is not None:
-        title = f"{title}\ntop-2 var {fit.top2_var:.2f}, radius cv {fit.radius_cv:.2f}"
+    title = f"{title}\ntop-2 var {fit.top2_var:.2f}, radius cv {fit.radius_cv:.2f}"
     ax.set_title(title, fontsize=9)
 
 
