@@ -1,0 +1,175 @@
+"""Plain TransformerLens training loop vs interp's trainer, side by side in one process.
+
+For each config it times, in interleaved blocks (so load from other processes hits both alike):
+
+* ``reference``: the plain loop, ``tasks.sample`` -> ``model(tokens)[:, -1]`` ->
+  cross-entropy -> Adam, on one HookedTransformer;
+* ``ours x1``: :class:`interp.fast_train.Ensemble` with one seed (what ``interp.train`` does);
+* ``ours x5``: the 5 seeds of a table cell as one ensemble (what ``interp.train_group`` does),
+  reported per seed-step; stacked over seeds when MKL runs reproducibly (``MKL_CBWR``, set
+  here before torch loads), else one seed at a time (see ``fast_train.mkl_reproducible``).
+
+Every engine runs on one intra-op thread (as the trainer does). ``--parallel`` also measures
+how to use both cores: one process with 2 threads vs 2 processes with 1 thread each.
+
+    .venv/bin/python experiments/bench/bench_train.py --out experiments/bench/results.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("MKL_CBWR", "AUTO")  # before torch loads: alignment-independent MKL
+
+import platform  # noqa: E402
+import resource  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from interp import fast_train, tasks  # noqa: E402
+from interp.training import TrainConfig, generator, init_model, trainable  # noqa: E402
+
+#: (label, config): the paper's Table 1 and Table 2 settings.
+CONFIGS = [
+    ("case 3, n=100, d_token 32, no PE", dict(case=3, n=100, d_token=32, pos_embed="none")),
+    ("case 4, n=100, d_token 32, learned PE", dict(case=4, n=100, d_token=32)),
+    ("case 5, n=20, d_token 200, 2 layers", dict(case=5, n=20, d_token=200, n_layers=2)),
+    ("case 1, n=100, d_token 32, learned PE", dict(case=1, n=100, d_token=32)),
+    ("case 2, n=100, d_token 8, no PE", dict(case=2, n=100, d_token=8, pos_embed="none")),
+    ("case 5, n=20, d_token 32, 1 layer", dict(case=5, n=20, d_token=32)),
+]
+
+
+class Reference:
+    """The plain TransformerLens loop, one step at a time."""
+
+    def __init__(self, config: TrainConfig):
+        self.config = config
+        self.model = init_model(config)
+        self.opt = torch.optim.Adam(trainable(self.model), lr=config.lr)
+        self.g = generator(config.seed, "train")
+
+    def step(self):
+        c = self.config
+        tokens, answers = tasks.sample(c.case, c.n, c.batch_size, generator=self.g)
+        loss = F.cross_entropy(self.model(tokens)[:, -1], answers)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+
+
+def _ensemble(config: TrainConfig, seeds: int):
+    return fast_train.Ensemble([config.replace(seed=s) for s in range(seeds)])
+
+
+def _time_block(runner, steps: int) -> float:
+    t = time.perf_counter()
+    for _ in range(steps):
+        runner.step()
+    return (time.perf_counter() - t) / steps * 1e3
+
+
+def bench_config(kwargs: dict, steps: int, repeats: int) -> dict:
+    # stop_loss 0: nothing stops early, every step is a full step
+    config = TrainConfig(**kwargs, stop_loss=0.0, max_steps=10**9)
+    runners = {
+        "reference": (Reference(config), 1, max(3, steps // 5)),
+        "ours x1": (_ensemble(config, 1), 1, steps),
+        "ours x5": (_ensemble(config, 5), 5, steps),
+    }
+    for runner, _, _ in runners.values():  # warm-up
+        runner.step()
+        runner.step()
+    times: dict[str, list[float]] = {k: [] for k in runners}
+    for _ in range(repeats):
+        for name, (runner, seeds, n_steps) in runners.items():
+            times[name].append(_time_block(runner, n_steps) / seeds)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _worker(args):
+    kwargs, steps, threads = args
+    torch.set_num_threads(threads)
+    ens = _ensemble(TrainConfig(**kwargs, stop_loss=0.0, max_steps=10**9), 5)
+    ens.step()
+    t = time.perf_counter()
+    for _ in range(steps):
+        ens.step()
+    return time.perf_counter() - t
+
+
+def bench_parallel(kwargs: dict, steps: int) -> dict:
+    """Seed-steps per second on both cores: 1 process x 2 threads vs 2 processes x 1 thread."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    out = {}
+    with ctx.Pool(1) as pool:
+        wall = pool.map(_worker, [(kwargs, steps, 1)])[0]
+        out["1 process x 1 thread"] = 5 * steps / wall
+        wall = pool.map(_worker, [(kwargs, steps, 2)])[0]
+        out["1 process x 2 threads"] = 5 * steps / wall
+    with ctx.Pool(2) as pool:
+        t = time.perf_counter()
+        pool.map(_worker, [(kwargs, steps, 1)] * 2)
+        out["2 processes x 1 thread"] = 2 * 5 * steps / (time.perf_counter() - t)
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per block (ours)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved blocks per engine")
+    parser.add_argument("--only", type=int, nargs="*", help="indices into CONFIGS")
+    parser.add_argument("--parallel", action="store_true", help="also threads vs processes")
+    parser.add_argument("--out", help="also write the Markdown report here")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    chosen = [CONFIGS[i] for i in args.only] if args.only else CONFIGS
+    load_before = os.getloadavg()
+    lines = [
+        "| config | reference ms/step | ours x1 ms/step | ours x5 ms/seed-step | ratio x1 | ratio x5 |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    print(lines[0], lines[1], sep="\n", flush=True)
+    for label, kwargs in chosen:
+        r = bench_config(kwargs, args.steps, args.repeats)
+        row = (
+            f"| {label} | {r['reference']:.1f} | {r['ours x1']:.2f} | {r['ours x5']:.2f} | "
+            f"{r['reference'] / r['ours x1']:.0f}x | {r['reference'] / r['ours x5']:.0f}x |"
+        )
+        lines.append(row)
+        print(row, flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+    load_after = os.getloadavg()
+    notes = [
+        "",
+        f"Peak memory (max RSS of this process, both engines, all configs): {peak:.2f} GiB.",
+        f"Load average before/after (1 min): {load_before[0]:.1f} / {load_after[0]:.1f} on "
+        f"{os.cpu_count()} cores; MKL_CBWR={os.environ.get('MKL_CBWR')}, seeds stacked: "
+        f"{fast_train.mkl_reproducible()}; torch {torch.__version__}, {platform.machine()}.",
+        f"Timing: median of {args.repeats} interleaved blocks, {args.steps} steps per block "
+        f"for ours and {max(3, args.steps // 5)} for the reference; one intra-op thread.",
+    ]
+    if args.parallel:
+        label, kwargs = chosen[0]
+        par = bench_parallel(kwargs, args.steps)
+        notes.append(f"\nBoth cores, {label}, ensembles of 5 seeds (seed-steps per second):\n")
+        notes.append("| layout | seed-steps/s |\n|---|---:|")
+        notes.extend(f"| {k} | {v:.0f} |" for k, v in par.items())
+    print("\n".join(notes))
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("# Trainer benchmark\n\nCommand: `.venv/bin/python "
+                    f"experiments/bench/bench_train.py {' '.join(sys.argv[1:])}`\n\n")
+            f.write("\n".join(lines + notes) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
