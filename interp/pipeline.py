@@ -8,7 +8,10 @@ With no flags it runs a quick but real pipeline (a few minutes on 2 cores), writ
 2. ``train``: the small demo sweep ``experiments/demo`` (:mod:`interp.sweeps`) -> the store
    ``results/store.sqlite`` and checkpoints ``results/checkpoints/``;
 3. ``report``: the demo's table and violins (:mod:`interp.report`) -> ``results/report.md``,
-   ``results/violins.png``.
+   ``results/violins.png``;
+4. ``analyze``: for each sweep, whether the successful seeds recover the construction
+   (:func:`interp.analysis.pipeline_step`) -> ``results/analysis.md`` (+ ``.csv``,
+   ``-violins.png``) and ``results/attention.html`` of the best checkpoint.
 
 ``--full`` verifies with the full plan (n up to 1000) and trains and reports the paper's
 Tables 1 and 2 (``experiments/table1``, ``experiments/table2``) into their own folders
@@ -137,11 +140,19 @@ def report_step(ctx: Context) -> dict:
     return out
 
 
+def analyze_step(ctx: Context) -> dict:
+    """Bimodal seeds and attention of the trained checkpoints (:mod:`interp.analysis`)."""
+    from interp import analysis
+
+    return analysis.pipeline_step(ctx)
+
+
 #: The pipeline, in order. Insert steps with :func:`add_step`.
 STEPS: list[Step] = [
     Step("verify", "check the constructions against the reference evaluator", verify_step),
     Step("train", "train the sweeps (resumable)", train_step),
     Step("report", "render tables and violins", report_step),
+    Step("analyze", "do successful seeds recover the construction? (probes, attention)", analyze_step),
 ]
 
 
@@ -217,7 +228,12 @@ def run(args) -> int:
     ctx = Context(out=out, full=args.full, workers=args.workers,
                   sweeps=default_jobs(args.full, out, args.sweep))
     start = time.perf_counter()
-    record = run_pipeline(ctx, args.steps)
+    try:
+        record = run_pipeline(ctx, args.steps)
+    except KeyboardInterrupt:
+        print("interrupted: finished runs are in the store; rerun the same command to resume",
+              file=sys.stderr)
+        return 130
     if args.json:
         print(json.dumps(record, indent=1, default=str))
         return 0

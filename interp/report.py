@@ -234,13 +234,18 @@ def markdown(sweep: Sweep, table, *, sweeps_log=None) -> str:
         if not done.empty:
             lines += ["## Sweep wall time", "",
                       "Each `interp sweep` invocation that trained runs (from the store's `sweeps` table):", "",
-                      "| started (UTC) | workers | runs trained | wall (s) |", "|---|--:|--:|--:|"]
+                      "| started (UTC) | workers | runs trained | wall (s) | outcome |",
+                      "|---|--:|--:|--:|---|"]
             for _, s in done.iterrows():
-                wall = "interrupted" if _none(s["wall_seconds"]) is None else f"{s['wall_seconds']:.0f}"
-                lines.append(f"| {s['started_at']} | {s['workers']} | {s['runs_done']} | {wall} |")
+                killed = _none(s["wall_seconds"]) is None
+                wall = "?" if killed else f"{s['wall_seconds']:.0f}"
+                outcome = "killed (no end recorded)" if killed else (_none(s.get("outcome")) or "")
+                lines.append(f"| {s['started_at']} | {s['workers']} | {s['runs_done']} | {wall} | {outcome} |")
             total = done["wall_seconds"].dropna().sum()
             lines += ["", f"Total wall time: {total:.0f} s ({total / 60:.1f} min) for "
-                      f"{int(done['runs_done'].sum())} runs.", ""]
+                      f"{int(done['runs_done'].sum())} runs"
+                      + (" (plus invocations killed before they could record their time)"
+                         if done["wall_seconds"].isna().any() else "") + ".", ""]
     lines += ["Regenerate with `interp report " + _rel(sweep.root) + "`.", ""]
     return "\n".join(lines)
 

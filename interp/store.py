@@ -28,7 +28,8 @@ finished_at    TEXT    ISO 8601 UTC, when the row was written
 ============== ======= ==========================================================================
 
 ``sweeps`` logs each ``interp sweep`` invocation (sweep, started_at, finished_at, workers,
-runs_done, wall_seconds), so sweep wall times are recorded beside the results.
+runs_done, wall_seconds, outcome: ``done`` or ``interrupted: <why>``; a driver killed outright
+leaves finished_at NULL), so sweep wall times are recorded beside the results.
 
 Atomicity. Only the sweep driver writes the store, one run per transaction, and only after the
 run's checkpoint folder is complete and renamed into place (:func:`place_checkpoint`). A driver
@@ -76,7 +77,8 @@ CREATE TABLE IF NOT EXISTS sweeps (
     finished_at  TEXT,
     workers      INTEGER,
     runs_done    INTEGER,
-    wall_seconds REAL
+    wall_seconds REAL,
+    outcome      TEXT
 );
 """
 
@@ -178,6 +180,9 @@ class Store:
                 f"{self.path} has store schema version {version}; accepted: {SCHEMA_VERSION}"
             )
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(sweeps)")}
+        if "outcome" not in columns:  # stores written before the column existed
+            self._db.execute("ALTER TABLE sweeps ADD COLUMN outcome TEXT")
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     @property
@@ -226,11 +231,12 @@ class Store:
             )
         return int(cur.lastrowid)
 
-    def end_sweep(self, sweep_id: int, runs_done: int, wall_seconds: float) -> None:
+    def end_sweep(self, sweep_id: int, runs_done: int, wall_seconds: float,
+                  outcome: str = "done") -> None:
         with self._transaction():
             self._db.execute(
-                "UPDATE sweeps SET finished_at=?, runs_done=?, wall_seconds=? WHERE id=?",
-                (now(), runs_done, round(wall_seconds, 3), sweep_id),
+                "UPDATE sweeps SET finished_at=?, runs_done=?, wall_seconds=?, outcome=? WHERE id=?",
+                (now(), runs_done, round(wall_seconds, 3), outcome, sweep_id),
             )
 
     def _transaction(self):

@@ -347,6 +347,7 @@ def run_sweep(
                 if on_run is not None:
                     on_run(rec)
 
+        outcome = "interrupted"
         try:
             if workers == 1 or len(groups) <= 1:
                 if threads is not None:
@@ -360,9 +361,13 @@ def run_sweep(
             else:
                 _run_pool(groups, sweep.name, min(workers, len(groups)),
                           threads or max(1, cores // workers), on_start, commit)
+            outcome = "done"
+        except BaseException as e:
+            outcome = f"interrupted: {type(e).__name__}"
+            raise
         finally:
             wall = time.perf_counter() - start
-            db.end_sweep(sweep_id, trained, wall)
+            db.end_sweep(sweep_id, trained, wall, outcome)
     return Summary(sweep=sweep.name, store=store_path, total=len(configs), skipped=skipped,
                    trained=trained, failed=failed, workers=workers, wall_seconds=round(wall, 3))
 
@@ -394,8 +399,13 @@ def _run_pool(groups, sweep_name, workers, threads, on_start, commit) -> None:
             for fut in finished:
                 running.pop(fut)
                 commit(fut.result())
-    except BaseException:
+    except BaseException:  # Ctrl-C, a broken worker: stop now, the store holds what finished
+        processes = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
+        for proc in processes:  # running groups are lost anyway: do not wait for them
+            proc.terminate()
+        for proc in processes:
+            proc.join(timeout=10)
         raise
     pool.shutdown(wait=True)
 
@@ -471,10 +481,15 @@ def run(args) -> int:
         done.close()
     todo = sum(len(g) for g in plan(configs, statuses, retry_failed=args.retry_failed, limit=args.limit))
     bar, on_start, on_run = progress_callbacks(todo, f"sweep {sweep.name}")
-    with bar:
-        summary = run_sweep(sweep, store=store_path, workers=args.workers, threads=args.threads,
-                      limit=args.limit, where=where, retry_failed=args.retry_failed,
-                      on_start=on_start, on_run=on_run)
+    try:
+        with bar:
+            summary = run_sweep(sweep, store=store_path, workers=args.workers,
+                                threads=args.threads, limit=args.limit, where=where,
+                                retry_failed=args.retry_failed, on_start=on_start, on_run=on_run)
+    except KeyboardInterrupt:
+        print(f"interrupted: {bar.n} run(s) stored in {store_path}; rerun the same command to "
+              "resume", file=sys.stderr)
+        return 130
     print(json.dumps(summary.to_dict(), indent=1) if args.json else format_summary(summary))
     return 0
 

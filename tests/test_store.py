@@ -93,6 +93,7 @@ def test_sweep_log_and_errors(tmp_path):
     log = store.read_sweeps(path)
     assert list(log["runs_done"]) == [5, 0] and log.iloc[0]["wall_seconds"] == 12.346
     assert log["finished_at"].isna().tolist() == [False, True]
+    assert log.iloc[0]["outcome"] == "done"
     with pytest.raises(ValueError, match="no results store"):
         store.read(tmp_path / "missing.sqlite")
     with sqlite3.connect(path) as raw:

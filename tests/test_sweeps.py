@@ -186,6 +186,7 @@ def test_sweep_stores_runs_and_resume_trains_only_what_is_missing(tmp_path, call
         assert df.loc[name, "accuracy"] == before.loc[name, "accuracy"]
     log = store.read_sweeps(sw.default_store)
     assert list(log["runs_done"]) == [3, 1, 0] and log["wall_seconds"].notna().all()
+    assert list(log["outcome"]) == ["done"] * 3
 
     for c in sw.configs:  # each row matches its config and its checkpoint
         row = df.loc[c.name()]
@@ -213,6 +214,7 @@ def test_a_driver_killed_between_checkpoint_and_row_reruns_that_run(tmp_path, mo
     with pytest.raises(KeyboardInterrupt):
         sweeps.run_sweep(sw)
     monkeypatch.setattr(store.Store, "put", real_put)
+    assert list(store.read_sweeps(sw.default_store)["outcome"]) == ["interrupted: KeyboardInterrupt"]
     df = store.read(sw.default_store)
     assert list(df["name"]) == puts == [sw.configs[0].name()]
     orphan = sw.root / "results" / "checkpoints" / sw.configs[1].name()
