@@ -19,7 +19,8 @@ ov_diag, ov_margin  OV rows peaking on the diagonal (1) and min margin over the 
 qk_anti, ov_anti    rows whose *minimum* is on the diagonal (0): an inverted circuit
 qkpos_diag          cases 1 and 4: positional-embedding QK rows peaking on the diagonal (1)
 r2_<src>, m_<src>,  best held-out cos/sin probe R^2 of each embedding table, its frequency and
-N_<src>             number of angles (1, 1, n or n + 1)
+N_<src>             number of angles (1, 1, n or n + 1); ``resid``: the last layer's
+                    hook_resid_post at the final position, labelled f(i*) (1, 1, N)
 keys_top2,          circle test of the last layer's mean key vectors: top-2 variance (1),
 keys_rcv, keys_gap, radius std/mean (0), smallest gap / even gap (~1), cyclic order kept
 keys_in_order
@@ -69,7 +70,8 @@ def measure(model, case: int, n: int, *, batch_size: int = 512, seed: int = 0) -
     tokens = hooks.sample_inputs(case, n, batch_size, seed=seed)
     view = hooks.read(case, n, tokens)
     L = model.cfg.n_layers - 1
-    wanted = {f"blocks.{L}.attn.hook_q", f"blocks.{L}.attn.hook_k"}
+    resid = f"blocks.{L}.hook_resid_post"
+    wanted = {f"blocks.{L}.attn.hook_q", f"blocks.{L}.attn.hook_k", resid}
     with torch.no_grad():  # one forward pass for accuracy, attention and the key/query vectors
         logits, cache = model.run_with_cache(
             tokens, names_filter=lambda name: name in wanted or name.endswith("hook_pattern"))
@@ -96,6 +98,8 @@ def measure(model, case: int, n: int, *, batch_size: int = 512, seed: int = 0) -
         out["qkpos_diag"] = circuits.positional_qk_from_vectors(model, case, n, kq).diag_frac
     for p in probes.probe_model(model, case, n, seed=seed):
         out.update({f"r2_{p.source}": p.r2, f"m_{p.source}": p.m, f"N_{p.source}": p.N})
+    answer_probe = probes.probe_table(cache[resid][:, -1], view.answer, n=n, seed=seed)
+    out.update(r2_resid=answer_probe.r2, m_resid=answer_probe.m, N_resid=answer_probe.N)
     fit = probes.circle_test(kq.keys)
     out.update(keys_top2=fit.top2_var, keys_rcv=fit.radius_cv, keys_gap=fit.gap_ratio,
                keys_in_order=fit.in_order)

@@ -49,6 +49,7 @@ def test_analyze_sweep_measures_the_bimodal_group(sweep_dir):
         row = t.loc[seed]
         assert (row.acc, row.mass, row.hit, row.qk_diag, row.ov_diag, row.follow) == (1.0,) * 6
         assert row.r2_token_key >= 0.999 and row.m_token_key == 1 and row.N_token_key == N
+        assert row.r2_resid >= 0.999 and row.m_resid == 1  # resid_post holds cs(f(i*))
         assert row.keys_top2 == pytest.approx(1.0, abs=1e-6) and row.keys_in_order
     for seed in (2, 3):
         row = t.loc[seed]
