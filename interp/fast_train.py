@@ -191,6 +191,8 @@ def stack_params(models_: list) -> dict:
     m0 = models_[0]
 
     def st(get):
+        if len(models_) == 1:
+            return get(m0).unsqueeze(0)  # a view: the parameter itself
         return torch.stack([get(m) for m in models_])
 
     pairs = models.has_pair_embedding(m0)
@@ -260,22 +262,18 @@ def _rows(table: Tensor, J: Tensor) -> Tensor:
     return out
 
 
-def _T_at(p: dict, W: Tensor) -> Tensor:
-    """T @ W [S, V, c]; for pair tables by halves ([key W_top; value W_bottom; 0])."""
+def _T_at(p: dict, W: Tensor, rows: str = "all") -> Tensor:
+    """T @ W [S, V, c]; for pair tables by halves ([key W_top; value W_bottom; 0]).
+
+    ``rows="keys"``: only the key rows of a pair table ([S, n, c]).
+    """
     if p["pairs"] is None:
         return p["T"] @ W
     key, value = p["pairs"]
     dt = key.shape[-1]
+    if rows == "keys":
+        return key @ W[:, :dt]
     return torch.cat([key @ W[:, :dt], value @ W[:, dt:], W.new_zeros(W.shape[0], 1, W.shape[-1])], 1)
-
-
-def _at_T(p: dict, C: Tensor) -> Tensor:
-    """C @ T [S, B, d] for coefficients C [S, B, V]; for pair tables by halves."""
-    if p["pairs"] is None:
-        return C @ p["T"]
-    key, value = p["pairs"]
-    n = key.shape[1]
-    return torch.cat([C[..., :n] @ key, C[..., n : 2 * n] @ value], -1)
 
 
 def _full_T(p: dict) -> Tensor:
@@ -295,83 +293,130 @@ def final_logits(p: dict, J: Int[Tensor, "K seed batch pos"]) -> Float[Tensor, "
 
 
 def _final_logits_1(p: dict, J: Tensor) -> Tensor:
-    """One layer: the final query's scores are gathered from GG = [q of rows] [k of rows]^T.
+    """One layer, final query only; every product with an embedding is taken with the tables.
 
-    Rows: V token rows, then the position rows (if learned), then a bias row (q: b_Q, k: b_K).
-    Only the rows the final position can hold (its token rows, position P-1, bias) are needed
-    on the query side.
+    Scores: the final query is ``q = x_last W_Q + b_Q`` with ``x_last`` = its token row (+
+    position P-1), so ``q . k_p`` for every key is a row of the small matrices
+    ``Gtok = (T_q W_Q + q_c) (T W_K)^T`` (query-side token rows x all token rows) and
+    ``Gpos = (T_q W_Q + q_c) (W_pos W_K)^T``, gathered per input: no [batch, pos, d] tensor.
+    ``q . b_K`` is the same for every key and cancels in the softmax, so b_K is left out (its
+    exact gradient is 0; TransformerLens's is rounding noise).
+    Values: ``sum_p a_p x_p`` = a scattered onto the token rows times T, plus ``a W_pos``.
     """
     pos, ws, W_U = p["pos"], p["layers"][0], p["W_U"]
-    P = J.shape[-1]
-    TQ, TK = _T_at(p, ws["W_Q"]), _T_at(p, ws["W_K"])  # [S, V, d_head]
-    S, V, _ = TQ.shape
-    q_rows = [TQ, ws["b_Q"][:, None]]  # [S, V + 1 (+1), d_head]
-    k_rows = [TK, ws["b_K"][:, None]]  # [S, V + 1 (+P), d_head]
+    K, S, B, P = J.shape
+    W_Q, W_K = ws["W_Q"], ws["W_K"]
+    qc = ws["b_Q"][:, None]  # [S, 1, d_head]: what every final query holds besides its token
+    uc = p["b_U"][:, None] + (ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]) @ W_U
     if pos is not None:
-        q_rows.append(pos[:, -1:] @ ws["W_Q"])
-        k_rows.append(pos @ ws["W_K"])
-    GG = torch.cat(q_rows, 1) @ torch.cat(k_rows, 1).transpose(1, 2)  # [S, V+1(+1), V+1(+P)]
-    # The final position always holds the bias row (and position P-1): fold them into its
-    # first token row once, so each input gathers one row per token index.
-    J_last = _query_rows(p, J)  # [K', S, B]
-    always = GG[:, V : V + 1] if pos is None else GG[:, V : V + 1] + GG[:, V + 1 : V + 2]
-    Rl = _rows(GG[:, :V] + always, J_last[:1])  # [S, B, V+1(+P)]: final query . row keys
-    if J_last.shape[0] > 1:
-        Rl = Rl + _rows(GG[:, :V], J_last[1:])
-    scores = _gsum(Rl, J) + Rl[..., V : V + 1]  # [S, B, key_pos]
+        qc = qc + pos[:, -1:] @ W_Q
+        uc = uc + pos[:, -1:] @ W_U  # [S, 1, n]
+    J_last, q_table = _query_rows(p, J)  # [K', S, B]; rows the final token reads
+    inv = 1.0 / p["scale"][0]
+    Q = (_T_at(p, W_Q, rows=q_table) + qc) * inv  # [S, Vq, d_head], scaled
+    Rl = _rows(Q @ _T_at(p, W_K).transpose(1, 2), J_last[:1])  # [S, B, V]
     if pos is not None:
-        scores = scores + Rl[..., V + 1 :]
-    a = torch.softmax(scores / p["scale"][0], dim=-1)
-    # sum_p a_p x_p = (a scattered on the token rows) T + a W_pos; then W_V W_O W_U.
-    m = _at_T(p, _scatter(a, J, V))  # [S, B, d_model]
+        Rp = _rows(Q @ (pos @ W_K).transpose(1, 2), J_last[:1])  # [S, B, P]
+    if J_last.shape[0] > 1:  # a pair token at the final position: its value row too
+        Qv = _T_at(p, W_Q) * inv
+        Rl = Rl + _rows(Qv @ _T_at(p, W_K).transpose(1, 2), J_last[1:])
+        if pos is not None:
+            Rp = Rp + _rows(Qv @ (pos @ W_K).transpose(1, 2), J_last[1:])
+    if K == 1:
+        scores = Rl.gather(-1, J[0])  # [S, B, key_pos]
+    else:
+        scores = Rl.gather(-1, J.permute(1, 2, 0, 3).reshape(S, B, K * P)).view(S, B, K, P).sum(2)
+    if pos is not None:
+        scores = scores + Rp
+    a = torch.softmax(scores, dim=-1)  # [S, B, key_pos]
+    m = _mix_tables(p, a, J)  # sum_p a_p x_p, [S, B, d_model]
     if pos is not None:
         m = m + a @ pos
     W_VOU = ws["W_V"] @ (ws["W_O"] @ W_U)  # [S, d_model, n]
-    TU = _T_at(p, W_U)  # [S, V, n]
-    x_part = _rows(TU, J_last)  # x_last W_U
-    if pos is not None:
-        x_part = x_part + (pos[:, -1:] @ W_U)
-    c = (ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]) @ W_U + p["b_U"][:, None]
-    return x_part + m @ W_VOU + c
+    x = _rows(_T_at(p, W_U, rows=q_table) + uc, J_last[:1])  # x_last W_U + constants
+    if J_last.shape[0] > 1:
+        x = x + _rows(_T_at(p, W_U), J_last[1:])
+    return x + m @ W_VOU
 
 
-def _query_rows(p: dict, J: Tensor) -> Tensor:
-    """Token rows of the final position, [K', S, B]; for pair tables the query token's value
-    row is the zero row 2n whenever the input is laid out as tasks does, and is dropped."""
+def _mix_tables(p: dict, a: Tensor, J: Tensor) -> Tensor:
+    """sum_p a_p (token rows of position p), [S, B, d_model], by the tables."""
+    S, B, _ = a.shape
+    if p["pairs"] is None:
+        T = p["T"]
+        w = a.new_zeros(S, B, T.shape[1]).scatter_add_(-1, J[0], a)
+        return w @ T
+    key, value = p["pairs"]
+    n = key.shape[1]
+    wk = a.new_zeros(S, B, n).scatter_add_(-1, J[0], a)
+    wv = a.new_zeros(S, B, n + 1).scatter_add_(-1, J[1] - n, a)  # row n: "no value"
+    value_ext = torch.cat([value, value.new_zeros(S, 1, value.shape[-1])], 1)
+    return torch.cat([wk @ key, wv @ value_ext], -1)
+
+
+def _query_rows(p: dict, J: Tensor) -> tuple[Tensor, str]:
+    """Token rows of the final position [K', S, B], and which query-side rows are needed.
+
+    For pair tables the query token ``n*n + i*`` reads key row i* and the zero row 2n, which
+    adds nothing: then only the key rows are needed ("keys"). Otherwise all rows ("all").
+    """
     J_last = J[..., -1]
-    if p["pairs"] is not None and bool((J_last[1] == 2 * p["pairs"][0].shape[1]).all()):
-        return J_last[:1]
-    return J_last
+    if p["pairs"] is not None:
+        if bool((J_last[1] == 2 * p["pairs"][0].shape[1]).all()):
+            return J_last[:1], "keys"
+    return J_last, "all"
+
+
+def _layer0_pattern(T: Tensor, pos, ws: dict, J: Tensor, scale: float) -> Tensor:
+    """Layer 0's attention pattern for every query, [S, B, query_pos, key_pos].
+
+    ``q_i . k_j`` with ``q_i = T[t_i] W_Q + W_pos[i] W_Q + b_Q`` and ``k_j = T[t_j] W_K +
+    W_pos[j] W_K`` (``q_i . b_K`` is the same for every key j and cancels in the softmax).
+    With one token per position, the score is ``H2[(t_i, i), t_j] + H[(t_i, i), j]`` for two
+    small tables indexed by the query's (token, position) pair:
+    ``H2[(t, i)] = (T_q[t] + P_q[i]) T_k^T`` and ``H[(t, i)] = (T_q[t] + P_q[i]) P_k^T``.
+    """
+    S, V, d = T.shape
+    K, _, B, P = J.shape
+    TQ = (T @ ws["W_Q"]) * (1.0 / scale)  # [S, V, d_head]
+    PQ = ws["b_Q"][:, None] * (1.0 / scale)  # [S, 1 or P, d_head]
+    if pos is not None:
+        PQ = PQ + (pos @ ws["W_Q"]) * (1.0 / scale)
+    TK = T @ ws["W_K"]  # [S, V, d_head]
+    if K > 1:  # pair tables: form q and k per position (not on the tables' fast path)
+        q = _rows(TQ, J.flatten(2)).view(S, B, P, -1) + PQ[:, None]
+        k = _rows(TK, J.flatten(2)).view(S, B, P, -1)
+        if pos is not None:
+            k = k + (pos @ ws["W_K"])[:, None]
+        return torch.softmax(q @ k.transpose(-1, -2), dim=-1)
+    t = J[0]  # [S, B, P]
+    Pq = PQ.shape[1]
+    H2 = (TQ @ TK.transpose(1, 2))[:, :, None] + (PQ @ TK.transpose(1, 2))[:, None]  # [S,V,Pq,V]
+    row = t * Pq + (torch.arange(P) if Pq > 1 else 0) + torch.arange(S)[:, None, None] * (V * Pq)
+    row = row.reshape(-1)  # [S*B*P]: the (token, position) row of each query
+    rows2 = H2.reshape(S * V * Pq, V).index_select(0, row).view(S, B, P, V)
+    scores = rows2.gather(-1, t[:, :, None, :].expand(S, B, P, P))
+    if pos is not None:
+        PK = pos @ ws["W_K"]  # [S, P, d_head]
+        H = (TQ @ PK.transpose(1, 2))[:, :, None] + (PQ @ PK.transpose(1, 2))[:, None]  # [S,V,P,P]
+        scores = scores + H.reshape(S * V * P, P).index_select(0, row).view(S, B, P, P)
+    return torch.softmax(scores, dim=-1)
 
 
 def _final_logits_2(p: dict, J: Tensor) -> Tensor:
-    """Two layers (see the basis-row comment above)."""
+    """Two layers (see the basis-row comment above): layer 0 for every query, then the last
+    layer's final query in the coefficients of the basis rows."""
     T, pos, layers = _full_T(p), p["pos"], p["layers"]
     S, V, d = T.shape
     P = J.shape[-1]
     Pp = 0 if pos is None else P  # number of position rows
     R0 = V + Pp
     X0 = T if pos is None else torch.cat([T, pos], 1)  # [S, R0, d]
-    A = None
-    if len(layers) == 2:
-        ws = layers[0]
-        # Layer 0, every query: q/k of the basis rows plus a bias row; scores gathered from G0.
-        Q0 = torch.cat([X0 @ ws["W_Q"], ws["b_Q"][:, None]], 1)  # [S, R0 + 1, d_head]
-        K0 = torch.cat([X0 @ ws["W_K"], ws["b_K"][:, None]], 1)
-        G0 = Q0 @ K0.transpose(1, 2)  # [S, R0 + 1, R0 + 1]
-        Rq = _rows(G0, J.flatten(2)).view(S, -1, P, R0 + 1) + G0[:, None, R0 : R0 + 1]
-        if pos is not None:
-            Rq = Rq + G0[:, None, V:R0]  # query i's position row
-        cols = J[:, :, :, None, :]  # [K, S, B, 1, P]: key j's token rows, for every query
-        scores = _gsum(Rq, cols) + Rq[..., R0:]  # [S, B, query_pos, key_pos]
-        if pos is not None:
-            scores = scores + Rq[..., V:R0]
-        A = torch.softmax(scores / p["scale"][0], dim=-1)
-        XVO = (X0 @ ws["W_V"]) @ ws["W_O"]  # [S, R0, d]
-        c0 = ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]  # [S, 1, d]
-        Xb = torch.cat([X0, XVO, c0], 1)  # [S, 2 R0 + 1, d]
-    else:
-        Xb = torch.cat([X0, X0.new_zeros(S, 1, d)], 1)  # [S, R0 + 1, d]
+    ws = layers[0]
+    A = _layer0_pattern(T, pos, ws, J, p["scale"][0])  # [S, B, query_pos, key_pos]
+    XVO = (X0 @ ws["W_V"]) @ ws["W_O"]  # [S, R0, d]
+    c0 = ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]  # [S, 1, d]
+    Xb = torch.cat([X0, XVO, c0], 1)  # [S, 2 R0 + 1, d]
     R = Xb.shape[1]
     ws, scale = layers[-1], p["scale"][-1]
     # q and k of the basis rows; the last row (the constant c) also carries b_Q and b_K.
@@ -380,44 +425,27 @@ def _final_logits_2(p: dict, J: Tensor) -> Tensor:
     GG = Qb @ Kb.transpose(1, 2)  # [S, R, R]: q of row r . k of row r'
     # The final query's coefficients over the basis rows, and its row of scores Rl = C_last GG.
     J_last = J[..., -1]  # [K, S, B]
-    if A is None:
-        Rl = _rows(GG, J_last) + GG[:, None, -1]
-        if pos is not None:
-            Rl = Rl + GG[:, None, V + P - 1]
-    else:
-        C_last = _coefficients(A[:, :, -1], J, V, Pp, R, J_last=J_last)
-        Rl = C_last @ GG  # [S, B, R]
+    C_last = _coefficients(A[:, :, -1], J, V, Pp, R, J_last=J_last)
+    Rl = C_last @ GG  # [S, B, R]
     scores = _gsum(Rl, J) + Rl[..., -1:]
     if pos is not None:
         scores = scores + Rl[..., V:R0]
-    if A is not None:
-        r = _gsum(Rl, J, offset=R0)
-        if pos is not None:
-            r = r + Rl[..., R0 + V : 2 * R0]
-        scores = scores + (A @ r[..., None])[..., 0]
+    r = _gsum(Rl, J, offset=R0)
+    if pos is not None:
+        r = r + Rl[..., R0 + V : 2 * R0]
+    scores = scores + (A * r[:, :, None, :]).sum(-1)  # A @ r (faster than a k=1 bmm)
     a = torch.softmax(scores / scale, dim=-1)  # [S, B, key_pos]
     # Values: mix the basis rows by a (and a A), then W_V W_O W_U.
-    if A is None:
-        C_mix = _scatter(a, J, R)
-        if pos is not None:
-            C_mix = C_mix + F.pad(a, (V, R - R0))
-        C_mix = C_mix + F.pad(a.new_ones(S, a.shape[1], 1), (R - 1, 0))
-    else:
-        C_mix = _coefficients(a, J, V, Pp, R, A=A)
+    C_mix = _coefficients(a, J, V, Pp, R, A=A)
     W_U = p["W_U"]
     n = W_U.shape[-1]
     W_VOU = ws["W_V"] @ (ws["W_O"] @ W_U)  # [S, d, n]
     if n <= d:  # project the basis rows first
         XbU = Xb @ W_U
-        x_part = _rows(XbU, J_last) + XbU[:, None, -1] if A is None else C_last @ XbU
-        if A is None and pos is not None:
-            x_part = x_part + XbU[:, None, V + P - 1]
+        x_part = C_last @ XbU
         m_part = C_mix @ (Xb @ W_VOU)
     else:  # mix in d_model space first
-        x = _rows(Xb, J_last) + Xb[:, None, -1] if A is None else C_last @ Xb
-        if A is None and pos is not None:
-            x = x + Xb[:, None, V + P - 1]
-        x_part = x @ W_U
+        x_part = (C_last @ Xb) @ W_U
         m_part = (C_mix @ Xb) @ W_VOU
     c = (ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]) @ W_U + p["b_U"][:, None]
     return x_part + m_part + c
@@ -439,7 +467,7 @@ def _coefficients(w, J, V, Pp, R, *, A=None, J_last=None) -> Tensor:
         own = _scatter(w, J, R)
         if Pp:
             own = own + F.pad(w, (V, R - R0))
-        vo = (w[:, :, None] @ A)[:, :, 0]  # [S, B, key_pos]
+        vo = (w[..., None] * A).sum(-2)  # w @ A, [S, B, key_pos]
     out = _scatter(vo, J, R, offset=R0, out=own)
     if Pp:
         out = out + F.pad(vo, (R0 + V, R - 2 * R0))
