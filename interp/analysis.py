@@ -400,7 +400,7 @@ def write_report(res: SweepAnalysis, out_dir, stem: str, *, title: str = "") -> 
     return paths
 
 
-def pipeline_step(ctx) -> dict:
+def pipeline_step(ctx, *, batch_size: int = 512) -> dict:
     """The ``analyze`` step of ``interp run`` (:mod:`interp.pipeline`): for each sweep of the
     context, the bimodal-seed report beside the sweep's report (``analysis.md``, ``.csv``,
     ``-violins.png``) and the attention HTML of its best checkpoint (``attention.html``)."""
@@ -415,7 +415,7 @@ def pipeline_step(ctx) -> dict:
         df = df[(df.status == "ok") & df.checkpoint.notna()]
         if df.empty:
             continue
-        res = analyze_sweep(job.store, batch_size=512)
+        res = analyze_sweep(job.store, batch_size=batch_size)
         paths = write_report(res, job.report, "analysis", title=(
             f"Bimodal seeds in {job.folder.name}: do successful seeds recover the construction?"))
         best = df.sort_values("accuracy", ascending=False).iloc[0]

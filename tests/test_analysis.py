@@ -37,8 +37,13 @@ def test_classify():
     assert analysis.classify(0.15, 10) == "failed" and analysis.classify(0.25, 10) == "partial"
 
 
-def test_analyze_sweep_measures_the_bimodal_group(sweep_dir):
-    res = analysis.analyze_sweep(sweep_dir, batch_size=256)
+@pytest.fixture(scope="module")
+def analysed(sweep_dir):
+    return analysis.analyze_sweep(sweep_dir, batch_size=128)
+
+
+def test_analyze_sweep_measures_the_bimodal_group(analysed):
+    res = analysed
     groups = res.groups.set_index("group")
     bimodal = "case 3, n=6, d_token=2, 1 layer, PE none"
     assert groups.loc[bimodal, ["success", "failed", "analysed"]].tolist() == [2, 2, True]
@@ -77,10 +82,10 @@ def test_analyze_sweep_where_and_all(sweep_dir):
 def test_cli_analyze_sweep_json_and_report(sweep_dir, tmp_path, capsys):
     out = tmp_path / "reports"
     code = cli.main(["analyze-sweep", str(sweep_dir), "--json", "--out", str(out), "--name", "tiny",
-                     "--batch-size", "128"])
+                     "--batch-size", "64", "--all", "--where", "d_token=3"])
     assert code == 0
     data = json.loads(capsys.readouterr().out)
-    assert [s["outcome"] for s in data["seeds"]] == ["success", "success", "failed", "failed"]
+    assert [s["outcome"] for s in data["seeds"]] == ["failed", "failed"]
     assert (out / "tiny.md").read_text().startswith("# Bimodal seeds in tiny")
     assert (out / "tiny.csv").is_file() and (out / "tiny-violins.png").stat().st_size > 1000
 
@@ -118,7 +123,7 @@ def test_pipeline_step_writes_report_and_attention_html(sweep_dir, tmp_path):
     job = SimpleNamespace(folder=sweep_dir, store=sweep_dir / "results" / "store.sqlite",
                           report=tmp_path)
     ctx = SimpleNamespace(sweeps=[job], say=lambda text: None)
-    out = analysis.pipeline_step(ctx)[sweep_dir.name]
+    out = analysis.pipeline_step(ctx, batch_size=64)[sweep_dir.name]
     assert out["bimodal_groups"] == 1
     assert (tmp_path / "analysis.md").read_text().count("the construction's mechanism.**") == 1
     html = (tmp_path / "attention.html").read_text()
