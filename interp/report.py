@@ -234,13 +234,14 @@ def markdown(sweep: Sweep, table, *, sweeps_log=None) -> str:
         if not done.empty:
             lines += ["## Sweep wall time", "",
                       "Each `interp sweep` invocation that trained runs (from the store's `sweeps` table):", "",
-                      "| started (UTC) | workers | runs trained | wall (s) | outcome |",
-                      "|---|--:|--:|--:|---|"]
+                      "| started (UTC) | workers | runs trained | wall (s) | outcome | environment |",
+                      "|---|--:|--:|--:|---|---|"]
             for _, s in done.iterrows():
                 killed = _none(s["wall_seconds"]) is None
                 wall = "?" if killed else f"{s['wall_seconds']:.0f}"
                 outcome = "killed (no end recorded)" if killed else (_none(s.get("outcome")) or "")
-                lines.append(f"| {s['started_at']} | {s['workers']} | {s['runs_done']} | {wall} | {outcome} |")
+                lines.append(f"| {s['started_at']} | {s['workers']} | {s['runs_done']} | {wall} | "
+                             f"{outcome} | {_env(s.get('environment'))} |")
             total = done["wall_seconds"].dropna().sum()
             lines += ["", f"Total wall time: {total:.0f} s ({total / 60:.1f} min) for "
                       f"{int(done['runs_done'].sum())} runs"
@@ -248,6 +249,21 @@ def markdown(sweep: Sweep, table, *, sweeps_log=None) -> str:
                          if done["wall_seconds"].isna().any() else "") + ".", ""]
     lines += ["Regenerate with `interp report " + _rel(sweep.root) + "`.", ""]
     return "\n".join(lines)
+
+
+def _env(text) -> str:
+    """The environment JSON of a sweep invocation, short."""
+    import json
+
+    if not isinstance(text, str) or not text:
+        return ""
+    env = json.loads(text)
+    parts = [f"{env.get('cpus')} cpus", f"torch {env.get('torch')}"]
+    if env.get("MKL_CBWR"):
+        parts.append(f"MKL_CBWR={env['MKL_CBWR']}")
+    if env.get("load_average"):
+        parts.append(f"load at start {env['load_average'][0]}")
+    return ", ".join(parts)
 
 
 def _rel(p: Path) -> str:

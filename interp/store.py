@@ -28,8 +28,9 @@ finished_at    TEXT    ISO 8601 UTC, when the row was written
 ============== ======= ==========================================================================
 
 ``sweeps`` logs each ``interp sweep`` invocation (sweep, started_at, finished_at, workers,
-runs_done, wall_seconds, outcome: ``done`` or ``interrupted: <why>``; a driver killed outright
-leaves finished_at NULL), so sweep wall times are recorded beside the results.
+runs_done, wall_seconds, outcome: ``done`` or ``interrupted: <why>``, a driver killed outright
+leaves finished_at NULL; environment: JSON of the machine facts that bear on speed and bits,
+see :func:`interp.sweeps.environment`), so sweep wall times are recorded beside the results.
 
 Atomicity. Only the sweep driver writes the store, one run per transaction, and only after the
 run's checkpoint folder is complete and renamed into place (:func:`place_checkpoint`). A driver
@@ -78,7 +79,8 @@ CREATE TABLE IF NOT EXISTS sweeps (
     workers      INTEGER,
     runs_done    INTEGER,
     wall_seconds REAL,
-    outcome      TEXT
+    outcome      TEXT,
+    environment  TEXT
 );
 """
 
@@ -181,8 +183,9 @@ class Store:
             )
         self._db.executescript(_SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(sweeps)")}
-        if "outcome" not in columns:  # stores written before the column existed
-            self._db.execute("ALTER TABLE sweeps ADD COLUMN outcome TEXT")
+        for column in ("outcome", "environment"):  # stores written before the column existed
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE sweeps ADD COLUMN {column} TEXT")
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     @property
@@ -223,11 +226,12 @@ class Store:
             )
 
     # -- sweep invocations
-    def begin_sweep(self, sweep: str, workers: int) -> int:
+    def begin_sweep(self, sweep: str, workers: int, environment: dict | None = None) -> int:
         with self._transaction():
             cur = self._db.execute(
-                "INSERT INTO sweeps (sweep, started_at, workers, runs_done) VALUES (?, ?, ?, 0)",
-                (sweep, now(), workers),
+                "INSERT INTO sweeps (sweep, started_at, workers, runs_done, environment) "
+                "VALUES (?, ?, ?, 0, ?)",
+                (sweep, now(), workers, json.dumps(environment or {}, sort_keys=True)),
             )
         return int(cur.lastrowid)
 

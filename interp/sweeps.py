@@ -264,6 +264,24 @@ def train_records(config_dicts: list[dict], sweep: str) -> list[RunRecord]:
     return records
 
 
+def environment(workers: int = 1, threads: int | None = None) -> dict:
+    """Facts that bear on a sweep's speed and bits, stored with each invocation."""
+    import platform
+
+    import torch
+
+    return {
+        "cpus": os.cpu_count(),
+        "workers": workers,
+        "threads": threads,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "MKL_CBWR": os.environ.get("MKL_CBWR"),
+        "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+    }
+
+
 def _init_worker(threads: int) -> None:
     import torch
 
@@ -329,7 +347,7 @@ def run_sweep(
         groups = plan(configs, done, retry_failed=retry_failed, limit=limit)
         n_todo = sum(len(g) for g in groups)
         skipped = sum(1 for c in configs if c.name() in done and (done[c.name()] == "ok" or not retry_failed))
-        sweep_id = db.begin_sweep(sweep.name, workers)
+        sweep_id = db.begin_sweep(sweep.name, workers, environment(workers, threads))
         trained = failed = 0
 
         def commit(records: list[RunRecord]) -> None:

@@ -87,13 +87,14 @@ def test_clean_partial_removes_only_temporaries(tmp_path):
 def test_sweep_log_and_errors(tmp_path):
     path = tmp_path / "store.sqlite"
     with Store(path) as db:
-        i = db.begin_sweep("demo", workers=2)
+        i = db.begin_sweep("demo", workers=2, environment={"cpus": 2, "MKL_CBWR": "AUTO"})
         db.end_sweep(i, runs_done=5, wall_seconds=12.3456)
         db.begin_sweep("demo", workers=1)  # never ended: a killed invocation
     log = store.read_sweeps(path)
     assert list(log["runs_done"]) == [5, 0] and log.iloc[0]["wall_seconds"] == 12.346
     assert log["finished_at"].isna().tolist() == [False, True]
     assert log.iloc[0]["outcome"] == "done"
+    assert json.loads(log.iloc[0]["environment"]) == {"cpus": 2, "MKL_CBWR": "AUTO"}
     with pytest.raises(ValueError, match="no results store"):
         store.read(tmp_path / "missing.sqlite")
     with sqlite3.connect(path) as raw:
