@@ -167,6 +167,43 @@ def clean_partial(checkpoints: Path) -> list[Path]:
     return removed
 
 
+class DriverLock:
+    """An exclusive lock on ``<store>.lock`` held by the one driver writing a store.
+
+    A second ``interp sweep`` on the same store fails at once instead of training the same
+    runs twice. The lock is an ``flock`` on an open file, so it vanishes with the process,
+    however it dies; the file itself may stay and holds the last holder's pid.
+    """
+
+    def __init__(self, store_path: str | os.PathLike):
+        self.path = Path(str(store_path) + ".lock")
+        self._fd: int | None = None
+
+    def __enter__(self) -> "DriverLock":
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise ValueError(
+                f"another driver (pid {holder}) is writing {self.path.with_suffix('')}; "
+                "wait for it or stop it (one driver per store)"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # releases the flock
+            self._fd = None
+
+
 class Store:
     """Read-write access to a store file (the sweep driver's; everyone else uses :func:`read`)."""
 

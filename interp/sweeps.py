@@ -341,11 +341,13 @@ def run_sweep(
     ckpt_root = checkpoint_dir(store_path)
     configs = select(sweep.configs, where)
     start = time.perf_counter()
-    with store_mod.Store(store_path) as db:
+    with store_mod.DriverLock(store_path), store_mod.Store(store_path) as db:
         store_mod.clean_partial(ckpt_root)
         done = db.statuses()
         groups = plan(configs, done, retry_failed=retry_failed, limit=limit)
-        n_todo = sum(len(g) for g in groups)
+        pooled = workers > 1 and len(groups) > 1
+        if pooled:
+            threads = threads or max(1, cores // workers)
         skipped = sum(1 for c in configs if c.name() in done and (done[c.name()] == "ok" or not retry_failed))
         sweep_id = db.begin_sweep(sweep.name, workers, environment(workers, threads))
         trained = failed = 0
@@ -367,7 +369,7 @@ def run_sweep(
 
         outcome = "interrupted"
         try:
-            if workers == 1 or len(groups) <= 1:
+            if not pooled:
                 if threads is not None:
                     import torch
 
@@ -377,8 +379,7 @@ def run_sweep(
                         on_start(g)
                     commit(train_records([c.to_dict() for c in g], sweep.name))
             else:
-                _run_pool(groups, sweep.name, min(workers, len(groups)),
-                          threads or max(1, cores // workers), on_start, commit)
+                _run_pool(groups, sweep.name, min(workers, len(groups)), threads, on_start, commit)
             outcome = "done"
         except BaseException as e:
             outcome = f"interrupted: {type(e).__name__}"

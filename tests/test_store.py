@@ -101,3 +101,13 @@ def test_sweep_log_and_errors(tmp_path):
         raw.execute("PRAGMA user_version=99")
     with pytest.raises(ValueError, match="schema version 99"):
         Store(path)
+
+
+def test_one_driver_per_store(tmp_path):
+    path = tmp_path / "store.sqlite"
+    with store.DriverLock(path):
+        with pytest.raises(ValueError, match=r"another driver \(pid \d+\) is writing"):
+            with store.DriverLock(path):
+                pass
+    with store.DriverLock(path):  # released on exit
+        pass
