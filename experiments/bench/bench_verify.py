@@ -9,6 +9,7 @@ The TransformerLens baseline materialises [batch, pos, pos] scores, so it runs o
 """
 
 import argparse
+import os
 import pathlib
 import time
 
@@ -31,7 +32,9 @@ def main() -> None:
     ap.add_argument("--out", type=pathlib.Path)
     args = ap.parse_args()
     n = args.n
-    lines = [f"torch threads: {torch.get_num_threads()}, n = {n}", "",
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    lines = [f"torch threads: {torch.get_num_threads()}, n = {n}, load average before: {load} "
+             f"(on {os.cpu_count()} cores; other work slows both paths alike)", "",
              "| case | TL forward ms/input | final_logits ms/input | ratio | same predictions | verify 10,000 inputs (s) | accuracy |",
              "|---|---|---|---|---|---|---|"]
     for case in tasks.CASES:
