@@ -367,8 +367,8 @@ def _query_rows(p: dict, J: Tensor) -> tuple[Tensor, str]:
     return J_last, "all"
 
 
-def _layer0_pattern(T: Tensor, pos, ws: dict, J: Tensor, scale: float) -> Tensor:
-    """Layer 0's attention pattern for every query, [S, B, query_pos, key_pos].
+def _layer0_scores(T: Tensor, pos, ws: dict, J: Tensor, scale: float) -> Tensor:
+    """Layer 0's scaled scores for every query, [S, B, query_pos, key_pos].
 
     ``q_i . k_j`` with ``q_i = T[t_i] W_Q + W_pos[i] W_Q + b_Q`` and ``k_j = T[t_j] W_K +
     W_pos[j] W_K`` (``q_i . b_K`` is the same for every key j and cancels in the softmax).
@@ -388,7 +388,7 @@ def _layer0_pattern(T: Tensor, pos, ws: dict, J: Tensor, scale: float) -> Tensor
         k = _rows(TK, J.flatten(2)).view(S, B, P, -1)
         if pos is not None:
             k = k + (pos @ ws["W_K"])[:, None]
-        return torch.softmax(q @ k.transpose(-1, -2), dim=-1)
+        return q @ k.transpose(-1, -2)
     t = J[0]  # [S, B, P]
     Pq = PQ.shape[1]
     H2 = (TQ @ TK.transpose(1, 2))[:, :, None] + (PQ @ TK.transpose(1, 2))[:, None]  # [S,V,Pq,V]
@@ -400,7 +400,101 @@ def _layer0_pattern(T: Tensor, pos, ws: dict, J: Tensor, scale: float) -> Tensor
         PK = pos @ ws["W_K"]  # [S, P, d_head]
         H = (TQ @ PK.transpose(1, 2))[:, :, None] + (PQ @ PK.transpose(1, 2))[:, None]  # [S,V,P,P]
         scores = scores + H.reshape(S * V * P, P).index_select(0, row).view(S, B, P, P)
-    return torch.softmax(scores, dim=-1)
+    return scores
+
+
+def _vec_mat(w: Tensor, A: Tensor) -> Tensor:
+    """w @ A for [S, B, P] x [S, B, P, P] as batched row-vector products (the fast kernel)."""
+    return (w[..., None, :] @ A)[..., 0, :]
+
+
+class _Pattern(torch.autograd.Function):
+    """A = softmax(scores) over keys, whose gradient arrives as low-rank factors.
+
+    The pattern [S, B, P, P] is the largest tensor of a two-layer step, and the last layer uses
+    it three ways: its last row, ``A @ r`` and ``a @ A``. Each use (``_LastRow``, ``_MatVec``,
+    ``_VecMat``) hands back its gradient with respect to A as a rank-one pair, dA += U V^T,
+    together with ``A V`` (which each use has at hand), in ``box`` instead of a dense tensor.
+    Autograd runs this backward after all of them (it depends on their results), and the
+    softmax backward ``dS = A * (dA - rowsum(A * dA))`` becomes
+    ``dS = A * (U V^T - sum_k U_k * (A V)_k)``: one product and two passes over [S, B, P, P].
+    """
+
+    @staticmethod
+    def forward(ctx, scores, box):
+        A = torch.softmax(scores, dim=-1)
+        ctx.save_for_backward(A)
+        ctx.box = box
+        ctx.set_materialize_grads(False)
+        return A
+
+    @staticmethod
+    def backward(ctx, dA):
+        (A,) = ctx.saved_tensors
+        U = torch.stack([u for u, _, _ in ctx.box], -1)  # [S, B, P, k]
+        Vf = torch.stack([v for _, v, _ in ctx.box], -1)  # [S, B, P, k]
+        rowcorr = sum(u * av for u, _, av in ctx.box)  # rowsum(A * U V^T), [S, B, P]
+        ctx.box.clear()
+        M = U @ Vf.transpose(-1, -2)  # [S, B, P, P]: the uses' dA
+        if dA is not None:  # A was also used directly somewhere: add its dense gradient
+            M = M + dA
+            rowcorr = rowcorr + (dA * A).sum(-1)
+        return M.sub_(rowcorr[..., None]).mul_(A), None
+
+
+class _LastRow(torch.autograd.Function):
+    """A[..., -1, :] (the final query's layer-0 pattern); dA = e_last g^T."""
+
+    @staticmethod
+    def forward(ctx, A, box):
+        last = A[..., -1, :].clone()
+        ctx.save_for_backward(last)
+        ctx.box = box
+        return last
+
+    @staticmethod
+    def backward(ctx, g):
+        (last,) = ctx.saved_tensors
+        e = torch.zeros_like(g)
+        e[..., -1] = 1.0
+        av = torch.zeros_like(g)
+        av[..., -1] = (last * g).sum(-1)  # (A g) is needed at the last row only
+        ctx.box.append((e, g, av))
+        return None, None
+
+
+class _MatVec(torch.autograd.Function):
+    """A @ r, [S, B, P]; dA = g r^T (with A r, the output), dr = A^T g."""
+
+    @staticmethod
+    def forward(ctx, A, r, box):
+        out = _vec_mat(r, A.transpose(-1, -2))
+        ctx.save_for_backward(A, r, out)
+        ctx.box = box
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        A, r, out = ctx.saved_tensors
+        ctx.box.append((g, r, out))
+        return None, _vec_mat(g, A), None
+
+
+class _VecMat(torch.autograd.Function):
+    """w @ A, [S, B, P]; dA = w g^T (with A g), dw = A g."""
+
+    @staticmethod
+    def forward(ctx, w, A, box):
+        ctx.save_for_backward(w, A)
+        ctx.box = box
+        return _vec_mat(w, A)
+
+    @staticmethod
+    def backward(ctx, g):
+        w, A = ctx.saved_tensors
+        Ag = _vec_mat(g, A.transpose(-1, -2))
+        ctx.box.append((w, g, Ag))
+        return Ag, None, None
 
 
 def _final_logits_2(p: dict, J: Tensor) -> Tensor:
@@ -413,7 +507,8 @@ def _final_logits_2(p: dict, J: Tensor) -> Tensor:
     R0 = V + Pp
     X0 = T if pos is None else torch.cat([T, pos], 1)  # [S, R0, d]
     ws = layers[0]
-    A = _layer0_pattern(T, pos, ws, J, p["scale"][0])  # [S, B, query_pos, key_pos]
+    box: list = []  # low-rank gradient factors of A, filled by its three uses (see _Pattern)
+    A = _Pattern.apply(_layer0_scores(T, pos, ws, J, p["scale"][0]), box)  # [S,B,qpos,kpos]
     XVO = (X0 @ ws["W_V"]) @ ws["W_O"]  # [S, R0, d]
     c0 = ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]  # [S, 1, d]
     Xb = torch.cat([X0, XVO, c0], 1)  # [S, 2 R0 + 1, d]
@@ -425,7 +520,7 @@ def _final_logits_2(p: dict, J: Tensor) -> Tensor:
     GG = Qb @ Kb.transpose(1, 2)  # [S, R, R]: q of row r . k of row r'
     # The final query's coefficients over the basis rows, and its row of scores Rl = C_last GG.
     J_last = J[..., -1]  # [K, S, B]
-    C_last = _coefficients(A[:, :, -1], J, V, Pp, R, J_last=J_last)
+    C_last = _coefficients(_LastRow.apply(A, box), J, V, Pp, R, J_last=J_last)
     Rl = C_last @ GG  # [S, B, R]
     scores = _gsum(Rl, J) + Rl[..., -1:]
     if pos is not None:
@@ -433,10 +528,10 @@ def _final_logits_2(p: dict, J: Tensor) -> Tensor:
     r = _gsum(Rl, J, offset=R0)
     if pos is not None:
         r = r + Rl[..., R0 + V : 2 * R0]
-    scores = scores + (A * r[:, :, None, :]).sum(-1)  # A @ r (faster than a k=1 bmm)
+    scores = scores + _MatVec.apply(A, r, box)  # A @ r
     a = torch.softmax(scores / scale, dim=-1)  # [S, B, key_pos]
     # Values: mix the basis rows by a (and a A), then W_V W_O W_U.
-    C_mix = _coefficients(a, J, V, Pp, R, A=A)
+    C_mix = _coefficients(a, J, V, Pp, R, A=A, box=box)
     W_U = p["W_U"]
     n = W_U.shape[-1]
     W_VOU = ws["W_V"] @ (ws["W_O"] @ W_U)  # [S, d, n]
@@ -451,7 +546,7 @@ def _final_logits_2(p: dict, J: Tensor) -> Tensor:
     return x_part + m_part + c
 
 
-def _coefficients(w, J, V, Pp, R, *, A=None, J_last=None) -> Tensor:
+def _coefficients(w, J, V, Pp, R, *, A=None, J_last=None, box=None) -> Tensor:
     """Coefficients over the two-layer basis of sum_p w_p x1_p (or of x1_last if J_last).
 
     x1_p = [token rows J[:, p]] + [position row p] + sum_j A[p, j] ([VO token rows of j] +
@@ -467,7 +562,7 @@ def _coefficients(w, J, V, Pp, R, *, A=None, J_last=None) -> Tensor:
         own = _scatter(w, J, R)
         if Pp:
             own = own + F.pad(w, (V, R - R0))
-        vo = (w[..., None] * A).sum(-2)  # w @ A, [S, B, key_pos]
+        vo = _VecMat.apply(w, A, box)  # w @ A, [S, B, key_pos]
     out = _scatter(vo, J, R, offset=R0, out=own)
     if Pp:
         out = out + F.pad(vo, (R0 + V, R - 2 * R0))
