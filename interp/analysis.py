@@ -32,8 +32,8 @@ follow, keep        activation patching at the last layer's resid_pre: patched a
 
 :func:`analyze_sweep` reads a sweep's results store (:func:`interp.store.read`), groups the runs
 by config without the seed, classifies every seed as ``success`` (accuracy >= 0.99), ``failed``
-(near chance: accuracy < 2/n) or ``partial``, measures the checkpoints of the groups asked for and
-writes, from those numbers, a per-group answer: do successful seeds recover the construction
+(near chance: accuracy < max(2/n, 5%)) or ``partial``, measures the checkpoints of the groups
+asked for and writes, from those numbers, a per-group answer: do successful seeds recover the construction
 functionally (attention, QK, OV, patching) and geometrically (circle), and what do failed seeds
 look like.
 """
@@ -126,9 +126,9 @@ def find_store(path) -> Path:
 
 
 def classify(acc: float, n: int, success: float = SUCCESS, fail_below: float | None = None) -> str:
-    """``success`` (acc >= success), ``failed`` (acc < fail_below, default 2/n: near chance
-    1/n) or ``partial``."""
-    fail_below = 2.0 / n if fail_below is None else fail_below
+    """``success`` (acc >= success), ``failed`` (acc < fail_below, default max(2/n, 5%): near
+    chance 1/n) or ``partial``."""
+    fail_below = max(2.0 / n, 0.05) if fail_below is None else fail_below
     if acc >= success:
         return "success"
     return "failed" if acc < fail_below else "partial"
@@ -153,7 +153,7 @@ class SweepAnalysis:
         lines = [f"# {title or 'Bimodal seeds: do successful seeds recover the construction?'}", ""]
         lines += [
             f"Store: `{self.store.name}`; success = accuracy >= {SUCCESS:.0%}, failed = "
-            "accuracy < 2/n (near chance 1/n), partial otherwise. Measures (see "
+            "accuracy < max(2/n, 5%) (near chance 1/n), partial otherwise. Measures (see "
             "`interp/analysis.py`): attention mass/argmax-hit/entropy at the construction's "
             "position, QK and OV rows peaking on the diagonal and their relative margins, "
             "held-out cos/sin probe R^2 of the embedding tables, the circle test of the key "

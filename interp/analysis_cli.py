@@ -18,7 +18,7 @@ def add_arguments(p) -> None:
     p.add_argument("--where", action="append", metavar="FIELD=VALUE",
                    help="only configs with this field value (repeatable), e.g. --where case=2")
     p.add_argument("--all", action="store_true", help="every config, not only the bimodal ones")
-    p.add_argument("--fail-below", type=float, default=None, help="failed if accuracy < this (default 2/n)")
+    p.add_argument("--fail-below", type=float, default=None, help="failed if accuracy < this (default max(2/n, 0.05))")
     p.add_argument("--batch-size", type=int, default=512, help="sampled inputs per measure")
     p.add_argument("--out", default=None, help="folder for the report (.md, .csv, -violins.png)")
     p.add_argument("--name", default=None, help="report file stem (default: the sweep folder name)")

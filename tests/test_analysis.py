@@ -32,7 +32,8 @@ def sweep_dir(tmp_path_factory):
 
 def test_classify():
     assert analysis.classify(0.995, 100) == "success"
-    assert analysis.classify(0.015, 100) == "failed"
+    assert analysis.classify(0.015, 100) == "failed" and analysis.classify(0.0208, 100) == "failed"
+    assert analysis.classify(0.06, 100) == "partial"
     assert analysis.classify(0.5, 100) == "partial"
     assert analysis.classify(0.15, 10) == "failed" and analysis.classify(0.25, 10) == "partial"
 
