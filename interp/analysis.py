@@ -317,9 +317,18 @@ def answer(sub, case: int) -> str:
                     + (", ".join(kinds) if kinds else "no single failure signature") + ": "
                     + _functional(bad) + " " + _geometry(bad, r2_cols))
     if len(part):
-        text.append(f"**Partial seeds {seeds(part)}** (mechanisms: "
-                    + ", ".join(f"seed {int(r.seed)} {r.mechanism}" for _, r in part.iterrows())
-                    + "): " + _functional(part))
+        text.append(f"**Partial seeds {seeds(part)}** ("
+                    + "; ".join(f"seed {int(r.seed)}: accuracy {r.accuracy:.2f}, QK rows on the "
+                                f"diagonal {r.qk_diag:.2f}, OV {r.ov_diag:.2f}, mechanism "
+                                f"{r.mechanism}" for _, r in part.iterrows())
+                    + "). " + _functional(part))
+    if len(sub) >= 3 and sub.accuracy.std() > 0.05:
+        for col, what in (("qk_diag", "the fraction of keys whose QK row peaks on the match"),
+                          ("ov_diag", "the fraction of values OV copies")):
+            r = float(sub.accuracy.astype(float).corr(sub[col].astype(float)))
+            if r >= 0.9:
+                text.append(f"Across the {len(sub)} seeds, accuracy follows {what} "
+                            f"(correlation {r:.2f}).")
     return "\n\n".join(text)
 
 
