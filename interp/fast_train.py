@@ -2,53 +2,58 @@
 
 The loss reads only ``logits[:, -1]``, so this module computes exactly that function (and, by
 autograd, exactly its gradients) of the HookedTransformer's own parameters, regrouped so that
-no ``[batch, pos, d_model]`` tensor of the last layer and no ``[batch, pos, pos]`` attention of
-it is ever formed. Axis names: ``seed`` (an ensemble of runs that differ only in seed),
-``batch``, ``pos``, ``d_model``, ``d_head``, ``vocab`` (rows of the token table), ``n``.
+the last layer never forms a ``[batch, pos, d_model]`` tensor. Axis names: ``seed`` (runs that
+differ only in seed), ``batch``, ``pos``, ``d_model``, ``d_head``, ``n``; V is the number of
+token-table rows, P the number of positions, K the number of table rows a position reads.
 
-Embedding as a table plus indices. Every input position is a sum of token-table rows plus its
-positional row: ``x0[b, p] = sum_k T[idx[b, p, k]] + W_pos[p]``.
+Embedding as table rows. Position p holds ``x0[p] = sum_k T[J[k, p]] + W_pos[p]``:
 
-* cases 1, 4, 5: ``T = W_E`` ([n, d_model]), one index per position (the token), K = 1;
-* cases 2, 3 (pair tokens): ``T = [[key, 0], [0, value], [0, 0]]`` ([2n+1, d_model], built
-  from the model's own key and value tables), K = 2: pair token ``k*n + v`` reads rows ``k``
-  and ``n + v``; the query token ``n*n + i*`` reads rows ``i*`` and the zero row ``2n``. This
-  is ``models.PairEmbedding`` row by row, without forming its [n*n + n, d_model] table.
+* cases 1, 4, 5: ``T = W_E`` ([n, d_model]) and J[0] is the token (K = 1);
+* cases 2, 3: ``T = [[key, 0], [0, value], [0, 0]]`` ([2n+1, d_model], from the model's own key
+  and value tables), K = 2: pair token ``k*n + v`` reads rows k and n + v, the query token
+  ``n*n + i*`` reads row i* and the zero row 2n. This is ``models.PairEmbedding`` row by row,
+  without its [n*n + n, d_model] table; products with T are taken by halves.
 
-The last layer, final query only (TransformerLens: ``q = x W_Q + b_Q``, ``k = x W_K + b_K``,
-``v = x W_V + b_V``, scores ``q.k / attn_scale``, ``out = softmax(scores) v W_O + b_O``, no
-mask, then ``(x + out) W_U + b_U``). With ``X`` the layer's input and ``x = X[:, -1]``:
+TransformerLens computes ``q = x W_Q + b_Q``, ``k = x W_K + b_K``, ``v = x W_V + b_V``, scores
+``q.k / attn_scale`` (no mask), ``out = softmax(scores) v W_O + b_O``, then ``(x + out) W_U + b_U``.
 
-    score_p = (X_p . u + q . b_K) / attn_scale,   u = W_K q   (so W_K never touches X)
-    out     = (sum_p a_p X_p) W_V W_O + b_V W_O + b_O           (mix first, project once)
-    logits  = x W_U + m (W_V W_O W_U) + (b_V W_O + b_O) W_U + b_U,   m = sum_p a_p X_p
+One layer (:func:`_final_logits_1`), final query only, with ``x`` = the final position:
 
-using ``sum_p a_p = 1``. With X = x0, ``X_p . u = sum_k (u T^T)[idx_k] + (u W_pos^T)_p``: a
-[batch, vocab] product and a gather; ``sum_p a_p X_p`` scatters ``a`` onto the vocabulary and
-multiplies by T. Everything is O(batch * (vocab + pos) * d_model).
+    score_p = q . k_p = sum_k Gtok[J[k, last], J[k, p]] + Gpos[J[0, last], p]   (+ q . b_K)
+        Gtok = (T W_Q + q_c) (T W_K)^T / attn_scale,  Gpos = (T W_Q + q_c) (W_pos W_K)^T / ...
+    logits  = x W_U + m (W_V W_O W_U) + (b_V W_O + b_O) W_U + b_U,   m = sum_p a_p x0[p]
 
-Two layers. Layer 0 needs every query, but all its inputs are table rows, so its scores are
-gathered from one small matrix: with ``Tq = [T W_Q; W_pos W_Q; b_Q]`` and ``Tk`` alike
-([vocab + pos + 1, d_head]), ``G = Tq Tk^T`` and ``score[i, j] = E_i G E_j^T`` where E_i
-selects position i's token rows, its position row and the bias row. Its output is kept as
-data, ``x1 = x0 + A (T[idx] W_V W_O + W_pos W_V W_O) + (b_V W_O + b_O)``, never as a
-[batch, pos, d_model] tensor: the last layer's ``X_p . u`` and ``sum_p a_p X_p`` distribute
-over those terms (``A`` is layer 0's [batch, pos, pos] pattern).
+where q_c = b_Q + W_pos[last] W_Q and ``sum_p a_p = 1``. ``q . b_K`` is the same for every key
+and cancels in the softmax, so b_K is left out (its exact gradient is 0; TransformerLens's is
+rounding noise); likewise in layer 0. ``m`` is ``a`` scattered onto the table rows times T, plus
+``a W_pos``. Per input this costs gathers and O((V + P) d_model) products; everything of size
+d_model x d_model is a product of parameters, once per step.
 
-Seeds are a leading axis: the parameters of the ensemble's models are stacked each step with
-``torch.stack`` (so autograd hands each model's own parameters their gradients), every
-product is batched over ``seed``, and the loss is the sum of the per-seed mean
-cross-entropies, whose gradient for each seed is that seed's own. A seed that stops leaves
-the stack; the others go on unchanged. One Adam holds every model's parameters; Adam treats
-each parameter tensor on its own, so a seed's updates do not depend on its companions.
+Two layers (:func:`_final_logits_2`). Layer 0 needs every query, but its inputs are table rows,
+so its score for query i and key j is ``H2[(t_i, i), t_j] + H[(t_i, i), j]``, two small tables
+indexed by the query's (token, position): :func:`_layer0_scores`. Its output is kept as
+coefficients over the basis rows ``[T; W_pos; T W_V W_O; W_pos W_V W_O; c]`` (x1_p = x0_p +
+sum_j A_pj (y_j) + c), never as [batch, pos, d_model]; the last layer's scores are then
+``C_last GG`` with GG the basis rows' q.k table. The [batch, pos, pos] pattern A is used three
+ways (last row, ``A @ r``, ``a @ A``); :class:`_Pattern` forms its gradient from their rank-one
+factors in one product.
 
-:func:`sample` reproduces :func:`interp.tasks.sample` number for number (same generator
-draws, same permutations, ties included) with a faster argsort.
+Seeds (:class:`Ensemble`). Seeds share a Python loop and one Adam (which treats each parameter
+tensor on its own), draw their own data, and stop on their own. When MKL runs reproducibly
+(:func:`mkl_reproducible`), their parameters are stacked along a leading seed axis each step
+(``torch.stack``: autograd hands each model's own parameters their gradients) and every product
+is batched over seeds; otherwise seeds are computed one after the other, because MKL's default
+kernels round by memory alignment and a seed must get the same bits in a stack as alone.
+
+Data. :func:`sample_indices` draws exactly what :func:`interp.tasks.sample` draws (same
+generator calls, same permutations, ties included, with a faster argsort) and returns table
+rows instead of tokens.
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import math
 import os
 import time
@@ -60,6 +65,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from interp import models, tasks
+
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------
 # Data: tasks.sample, exactly, with a faster argsort.
@@ -606,7 +613,10 @@ class Ensemble:
     Each seed draws its own data (its own generator), keeps its own Adam state and stops on
     its own (training-batch loss below ``stop_loss``, a non-finite loss, or ``max_steps``).
     ``models_`` (optional) are trained in place instead of fresh ``init_model`` models.
+    ``batched`` (default: :func:`mkl_reproducible`) stacks the seeds along a leading axis.
     """
+
+    _told = False  # the hint about MKL_CBWR is logged once per process
 
     def __init__(
         self, configs: list, *, models_: list | None = None, batched: bool | None = None
@@ -625,6 +635,12 @@ class Ensemble:
             [p for ps in self.params for p in ps], lr=cfg0.lr, fused=True
         )
         self.gens = [generator(c.seed, "train") for c in self.configs]
+        if not self.batched and len(self.configs) > 1 and not Ensemble._told:
+            Ensemble._told = True
+            log.info(
+                "seeds are computed one by one; set MKL_CBWR=AUTO in the environment before "
+                "the process starts to stack them (about 2x faster for one-layer models)"
+            )
         self.K = 2 if cfg0.case in tasks.SAME_POSITION else 1
         self.P = tasks.seq_len(cfg0.case, cfg0.n)
         S = len(self.configs)

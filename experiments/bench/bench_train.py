@@ -92,33 +92,41 @@ def bench_config(kwargs: dict, steps: int, repeats: int) -> dict:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def _worker(args):
-    kwargs, steps, threads = args
+def _worker(kwargs, steps, threads, barrier, results):
     torch.set_num_threads(threads)
     ens = _ensemble(TrainConfig(**kwargs, stop_loss=0.0, max_steps=10**9), 5)
     ens.step()
+    barrier.wait()  # every process is built and warm: time the steps only, together
     t = time.perf_counter()
     for _ in range(steps):
         ens.step()
-    return time.perf_counter() - t
+    results.put(time.perf_counter() - t)
 
 
-def bench_parallel(kwargs: dict, steps: int) -> dict:
-    """Seed-steps per second on both cores: 1 process x 2 threads vs 2 processes x 1 thread."""
+def _run_processes(kwargs, steps, threads, processes) -> float:
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
-    out = {}
-    with ctx.Pool(1) as pool:
-        wall = pool.map(_worker, [(kwargs, steps, 1)])[0]
-        out["1 process x 1 thread"] = 5 * steps / wall
-        wall = pool.map(_worker, [(kwargs, steps, 2)])[0]
-        out["1 process x 2 threads"] = 5 * steps / wall
-    with ctx.Pool(2) as pool:
-        t = time.perf_counter()
-        pool.map(_worker, [(kwargs, steps, 1)] * 2)
-        out["2 processes x 1 thread"] = 2 * 5 * steps / (time.perf_counter() - t)
-    return out
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    procs = [
+        ctx.Process(target=_worker, args=(kwargs, steps, threads, barrier, results))
+        for _ in range(processes)
+    ]
+    for p in procs:
+        p.start()
+    walls = [results.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return processes * 5 * steps / max(walls)  # seed-steps per second, all processes
+
+
+def bench_parallel(kwargs: dict, steps: int) -> dict:
+    """Seed-steps per second: 1 process x 1 or 2 threads vs 2 processes x 1 thread."""
+    return {
+        "1 process x 1 thread": _run_processes(kwargs, steps, 1, 1),
+        "1 process x 2 threads": _run_processes(kwargs, steps, 2, 1),
+        "2 processes x 1 thread": _run_processes(kwargs, steps, 1, 2),
+    }
 
 
 def main(argv=None) -> int:
