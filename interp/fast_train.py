@@ -588,6 +588,27 @@ def model_final_logits(model, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor,
 # Training an ensemble of seeds.
 
 
+@torch.inference_mode()
+def accuracy(model, config) -> float:
+    """Test accuracy over ``config.eval_batches`` batches of the run's test stream.
+
+    The same inputs as ``training.evaluate_accuracy`` (``sample_indices`` draws what
+    ``tasks.sample`` draws) and the same function, without forming tokens.
+    """
+    from interp.training import generator
+
+    check_model(model)
+    g = generator(config.seed, "test")
+    p = stack_params([model])
+    correct = 0
+    for _ in range(config.eval_batches):
+        J, answers = sample_indices(
+            config.case, config.n, config.batch_size, generator=g, function=config.function
+        )
+        correct += int((final_logits(p, J[:, None])[0].argmax(-1) == answers).sum())
+    return correct / (config.eval_batches * config.batch_size)
+
+
 def mkl_reproducible() -> bool:
     """Whether MKL runs in a conditional-numerical-reproducibility mode (``MKL_CBWR`` set
     before the process started), in which its matrix products do not depend on memory
@@ -705,11 +726,11 @@ class Ensemble:
     def results(self) -> list:
         """Test accuracy of every seed and its RunResult (``seconds``: the ensemble's wall
         time divided among its seeds)."""
-        from interp.training import RunResult, evaluate_accuracy
+        from interp.training import RunResult
 
         out = []
         for s, c in enumerate(self.configs):
-            acc = evaluate_accuracy(self.models[s], c, logits_fn=model_final_logits)
+            acc = accuracy(self.models[s], c)
             out.append(
                 RunResult(
                     config=c, model=self.models[s], accuracy=acc, steps=self.steps[s],
