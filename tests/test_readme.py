@@ -27,7 +27,7 @@ def test_named_commands_exist():
     named = set(re.findall(r"`interp ([a-z0-9-]+)", README))
     assert named and named <= set(cli.COMMANDS), named - set(cli.COMMANDS)
     makefile = (ROOT / "Makefile").read_text()
-    for target in re.findall(r"make (\w+)", README):
+    for target in re.findall(r"(?:^|`)make (\w+)", README, re.M):
         assert re.search(rf"^{target}:", makefile, re.M), target
     assert "make test" in (ROOT / ".ci" / "run").read_text()
 
