@@ -324,9 +324,11 @@ def violins(sweep: Sweep, table, path: str | os.PathLike) -> Path:
     fig, axes = plt.subplots(nrows, ncols, figsize=(6.0 * ncols, 3.2 * nrows), squeeze=False)
     label_cols = [*layout.rows] + _extra_cols(table, layout)
     rng = np.random.default_rng(0)  # jitter only
+    col_keys = _ordered_unique(table[layout.column]) if not table.empty else []
+    where = {ck: i for i, ck in enumerate(col_keys)}  # every panel shares the x positions
     for ax, (rk, group) in zip(axes.flat, rows):
-        xs = list(range(len(group)))
-        for x, (_, r) in zip(xs, group.iterrows()):
+        for _, r in group.iterrows():
+            x = where[r[layout.column]]
             accs = np.asarray(r["accuracies"], dtype=float)
             if len(accs) >= 2 and np.ptp(accs) > 1e-9:
                 parts = ax.violinplot([accs], positions=[x], widths=0.8, showextrema=False)
@@ -345,7 +347,8 @@ def violins(sweep: Sweep, table, path: str | os.PathLike) -> Path:
         chance = group["chance"].unique()
         if len(chance) == 1:
             ax.axhline(chance[0], color="grey", linestyle=":", linewidth=1)
-        ax.set_xticks(xs, [str(v) for v in group[layout.column]])
+        ax.set_xticks(range(len(col_keys)), [str(v) for v in col_keys])
+        ax.set_xlim(-0.6, len(col_keys) - 0.4)
         ax.set_xlabel(layout.column)
         ax.set_ylabel("accuracy (%)")
         ax.set_ylim(-3, 103)
@@ -363,7 +366,9 @@ def violins(sweep: Sweep, table, path: str | os.PathLike) -> Path:
         Line2D([], [], color="orange", linestyle="--", label="paper: mean"),
         Line2D([], [], color="grey", linestyle=":", label="chance (100/n)"),
     ]
-    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=8, frameon=False)
+    if "paper_avg" not in table or table["paper_avg"].isna().all():
+        handles = [h for h in handles if not h.get_label().startswith("paper")]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
     fig.suptitle(layout.title or sweep.name, fontsize=11)
     fig.tight_layout(rect=(0, 0.04, 1, 0.97))
     path = Path(path)
