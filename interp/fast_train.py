@@ -346,6 +346,15 @@ def _final_logits_1(p: dict, J: Tensor) -> Tensor:
     return x + m @ W_VOU
 
 
+def seed_losses(p: dict, J: Tensor, answers: Int[Tensor, "seed batch"]) -> Float[Tensor, "seed"]:
+    """Each seed's mean cross-entropy over its own batch (the training loss), [seed]."""
+    logits = final_logits(p, J)
+    S, B, n = logits.shape
+    return F.cross_entropy(
+        logits.reshape(S * B, n), answers.reshape(S * B), reduction="none"
+    ).view(S, B).mean(1)
+
+
 def _mix_tables(p: dict, a: Tensor, J: Tensor) -> Tensor:
     """sum_p a_p (token rows of position p), [S, B, d_model], by the tables."""
     S, B, _ = a.shape
@@ -691,15 +700,12 @@ class Ensemble:
                 out=(J_np[:, j], ans_np[j]),
             )
         if self.batched:
-            logits = final_logits(stack_params([self.models[s] for s in active]), J)
+            losses = seed_losses(stack_params([self.models[s] for s in active]), J, answers)
         else:
-            logits = torch.cat(
-                [final_logits(stack_params([self.models[s]]), J[:, j : j + 1]) for j, s in enumerate(active)]
-            )
-        _, B, n = logits.shape
-        losses = F.cross_entropy(
-            logits.reshape(S * B, n), answers.reshape(S * B), reduction="none"
-        ).view(S, B).mean(1)  # [seed]: each seed's mean over its own batch
+            losses = torch.cat([
+                seed_losses(stack_params([self.models[s]]), J[:, j : j + 1], answers[j : j + 1])
+                for j, s in enumerate(active)
+            ])  # [seed]: each seed's mean cross-entropy over its own batch
         values = losses.tolist()
         self.opt.zero_grad(set_to_none=True)
         losses.sum().backward()
