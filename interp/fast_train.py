@@ -530,15 +530,19 @@ def _final_logits_2(p: dict, J: Tensor) -> Tensor:
     Xb = torch.cat([X0, XVO, c0], 1)  # [S, 2 R0 + 1, d]
     R = Xb.shape[1]
     ws, scale = layers[-1], p["scale"][-1]
-    # q and k of the basis rows; the last row (the constant c) also carries b_Q and b_K.
+    # q of the basis rows (the last row, the constant c, also carries b_Q) and k of all rows
+    # but c: every key holds c once, and q . (c W_K + b_K) is the same for every key, so it
+    # cancels in the softmax (b_K is left out, as in one layer).
     Qb = torch.cat([Xb[:, :-1] @ ws["W_Q"], Xb[:, -1:] @ ws["W_Q"] + ws["b_Q"][:, None]], 1)
-    Kb = torch.cat([Xb[:, :-1] @ ws["W_K"], Xb[:, -1:] @ ws["W_K"] + ws["b_K"][:, None]], 1)
-    GG = Qb @ Kb.transpose(1, 2)  # [S, R, R]: q of row r . k of row r'
-    # The final query's coefficients over the basis rows, and its row of scores Rl = C_last GG.
+    Kb = Xb[:, :-1] @ ws["W_K"]  # [S, R - 1, d_head]
+    # The final query's coefficients over the basis rows, and its row of scores Rl.
     J_last = J[..., -1]  # [K, S, B]
     C_last = _coefficients(_LastRow.apply(A, box), J, V, Pp, R, J_last=J_last)
-    Rl = C_last @ GG  # [S, B, R]
-    scores = _gsum(Rl, J) + Rl[..., -1:]
+    if 2 * Qb.shape[-1] < R:  # small d_head: through q = C_last Qb
+        Rl = (C_last @ Qb) @ Kb.transpose(1, 2)  # [S, B, R - 1]
+    else:  # through the rows' q.k table
+        Rl = C_last @ (Qb @ Kb.transpose(1, 2))  # [S, B, R - 1]
+    scores = _gsum(Rl, J)
     if pos is not None:
         scores = scores + Rl[..., V:R0]
     r = _gsum(Rl, J, offset=R0)

@@ -59,6 +59,25 @@ def test_logits_and_gradients_match_transformer_lens(case, pos_embed, n_layers, 
         assert model.pos_embed.W_pos.grad is None
 
 
+@pytest.mark.parametrize("case,pos_embed,d_token", [(5, "learned", 16), (4, "none", 16), (2, "learned", 12)])
+def test_two_layers_with_wide_heads(case, pos_embed, d_token):
+    """d_head >= half the basis rows: the last layer goes through the rows' q.k table."""
+    config = TrainConfig(case=case, n=4, d_token=d_token, n_layers=2, pos_embed=pos_embed)
+    model = _perturbed(config)
+    tokens, answers = tasks.sample(case, 4, 32, generator=torch.Generator().manual_seed(3))
+    ref_logits = model(tokens)[:, -1]
+    F.cross_entropy(ref_logits, answers).backward()
+    ref_grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.requires_grad}
+    model.zero_grad(set_to_none=True)
+    logits = ft.model_final_logits(model, tokens)
+    F.cross_entropy(logits, answers).backward()
+    torch.testing.assert_close(logits, ref_logits, atol=1e-5, rtol=0)
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            grad = p.grad if p.grad is not None else torch.zeros_like(p)
+            torch.testing.assert_close(grad, ref_grads[name], atol=1e-5, rtol=0, msg=name)
+
+
 @pytest.mark.parametrize("case", [2, 3])
 def test_pair_token_at_the_last_position_takes_the_general_path(case):
     """An input whose last token is a pair token (not tasks' layout) is still computed exactly."""
