@@ -17,12 +17,14 @@ documented constant (see ``experiments/README.md``, "Training choices"):
 * a step is "forward, backward, update"; the run stops after the update of the first step whose
   training-batch loss is below ``stop_loss`` (``steps`` counts updates);
 * three independent random streams per seed: initialisation, training data, test data
-  (:func:`stream_seed`), so the test inputs never depend on how long training ran.
+  (:func:`stream_seed`), so the test inputs never depend on how long training ran;
+* one intra-op thread per run (:func:`one_thread`); more cores means more processes.
 
 Two engines compute the same function and gradients: ``"fast"`` (:mod:`interp.fast_train`,
 only the final position, regrouped, with seed ensembles) and ``"reference"`` (the plain
 TransformerLens loop: ``model(tokens)[:, -1]``, cross-entropy, Adam), kept as the ground truth
-for tests and the benchmark.
+for tests and the benchmark. The fast engine leaves out ``b_K``, which shifts every score of a
+query equally and so cancels in the softmax (its exact gradient is 0); it stays at its init.
 """
 
 from __future__ import annotations
@@ -314,7 +316,10 @@ def train(config: TrainConfig, *, engine: str = "fast") -> RunResult:
 def train_group(configs: list[TrainConfig], *, engine: str = "fast") -> list[RunResult]:
     """Train runs that differ only in ``seed`` (e.g. the 5 seeds of a table cell).
 
-    The result for each seed is the one :func:`train` gives for that seed alone.
+    The result for each seed is the one :func:`train` gives for that seed alone, bit for bit.
+    The seeds share one loop (:class:`interp.fast_train.Ensemble`) and each stops on its own;
+    they are stacked into batched products when ``MKL_CBWR`` was set before the process
+    started (about 2x faster for one-layer models), else computed one after the other.
     """
     configs = list(configs)
     if not configs:
