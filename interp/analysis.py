@@ -221,11 +221,11 @@ def _functional(d) -> str:
          f"{_range(d, 'entropy')} (0 = one-hot, 1 = uniform); QK rows peaking on the diagonal "
          f"{_range(d, 'qk_diag')} (minimum there {_range(d, 'qk_anti')}), OV rows peaking on the "
          f"diagonal {_range(d, 'ov_diag')} (minimum there {_range(d, 'ov_anti')})")
-    if "mass_keypos" in d:
+    if "mass_keypos" in d and d["mass_keypos"].notna().any():
         s += f"; mass on the matching key position 2j {_range(d, 'mass_keypos')}"
-    if "mass_L0" in d:
+    if "mass_L0" in d and d["mass_L0"].notna().any():
         s += f"; layer 0, every position to its key 2(p//2): mass {_range(d, 'mass_L0')}"
-    if "qkpos_diag" in d:
+    if "qkpos_diag" in d and d["qkpos_diag"].notna().any():
         s += f"; positional-embedding QK on the diagonal {_range(d, 'qkpos_diag')}"
     return (s + f"; patching the attended position moves the answer in {_range(d, 'follow')} "
             f"of inputs; accuracy when f is an arbitrary function (trained on permutations) "
