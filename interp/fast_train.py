@@ -245,15 +245,11 @@ def _gsum(table: Tensor, J: Tensor, offset: int = 0) -> Tensor:
     return out
 
 
-def _scatter(a: Tensor, J: Tensor, width: int, offset: int = 0, out: Tensor | None = None) -> Tensor:
-    """Weights a [S, B, P] summed onto rows offset + J[k] of a [S, B, width] coefficient vector."""
-    if out is None:
-        out = a.new_zeros(*a.shape[:-1], width)
-        for k in range(J.shape[0]):
-            out.scatter_add_(-1, J[k] if offset == 0 else J[k] + offset, a)
-        return out
+def _scatter(a: Tensor, J: Tensor, width: int) -> Tensor:
+    """Weights a [S, B, P] summed onto rows J[k] of a [S, B, width] coefficient vector."""
+    out = a.new_zeros(*a.shape[:-1], width)
     for k in range(J.shape[0]):
-        out = out.scatter_add(-1, J[k] if offset == 0 else J[k] + offset, a)
+        out.scatter_add_(-1, J[k], a)
     return out
 
 
@@ -567,26 +563,25 @@ def _final_logits_2(p: dict, J: Tensor) -> Tensor:
 
 
 def _coefficients(w, J, V, Pp, R, *, A=None, J_last=None, box=None) -> Tensor:
-    """Coefficients over the two-layer basis of sum_p w_p x1_p (or of x1_last if J_last).
+    """Coefficients over the two-layer basis rows of sum_p w_p x1_p, or of x1_last (J_last).
 
     x1_p = [token rows J[:, p]] + [position row p] + sum_j A[p, j] ([VO token rows of j] +
-    [VO position row j]) + c. For the final query, w is A's last row and the own part is one-hot.
+    [VO position row j]) + c; the coefficient vector is laid out as the basis:
+    [tokens (V) | positions (Pp) | VO tokens (V) | VO positions (Pp) | c (1)], R entries.
+    For the final query, w is A's last row and its own part is one-hot.
     """
-    R0 = V + Pp
+    S, B, P = w.shape
     if J_last is not None:
-        own = _scatter(w.new_ones(*w.shape[:-1], 1), J_last[..., None], R)
-        if Pp:
-            own = own + F.pad(w.new_ones(*w.shape[:-1], 1), (V + Pp - 1, R - V - Pp))
+        ones = w.new_ones(S, B, 1)
+        own_tok = _scatter(ones, J_last[..., None], V)
+        own_pos = F.pad(ones, (P - 1, 0)) if Pp else None
         vo = w  # the last query's layer-0 pattern row
     else:
-        own = _scatter(w, J, R)
-        if Pp:
-            own = own + F.pad(w, (V, R - R0))
+        own_tok = _scatter(w, J, V)
+        own_pos = w if Pp else None
         vo = _VecMat.apply(w, A, box)  # w @ A, [S, B, key_pos]
-    out = _scatter(vo, J, R, offset=R0, out=own)
-    if Pp:
-        out = out + F.pad(vo, (R0 + V, R - 2 * R0))
-    return out + F.pad(w.new_ones(*w.shape[:-1], 1), (R - 1, 0))
+    parts = [own_tok, own_pos, _scatter(vo, J, V), vo if Pp else None, w.new_ones(S, B, 1)]
+    return torch.cat([t for t in parts if t is not None], -1)  # [S, B, R]
 
 
 def model_final_logits(model, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch n"]:
