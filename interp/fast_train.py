@@ -325,10 +325,7 @@ def _final_logits_1(p: dict, J: Tensor) -> Tensor:
         Rl = Rl + _rows(Qv @ _T_at(p, W_K).transpose(1, 2), J_last[1:])
         if pos is not None:
             Rp = Rp + _rows(Qv @ (pos @ W_K).transpose(1, 2), J_last[1:])
-    if K == 1:
-        scores = Rl.gather(-1, J[0])  # [S, B, key_pos]
-    else:
-        scores = Rl.gather(-1, J.permute(1, 2, 0, 3).reshape(S, B, K * P)).view(S, B, K, P).sum(2)
+    scores = _gsum(Rl, J)  # [S, B, key_pos]
     if pos is not None:
         scores = scores + Rp
     a = torch.softmax(scores, dim=-1)  # [S, B, key_pos]
