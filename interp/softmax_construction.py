@@ -158,8 +158,9 @@ def accuracy(model, n: int, *, inputs: str = "random", count: int = 4096, functi
     else:
         tokens, answers = tasks.sample(5, n, count, generator=torch.Generator().manual_seed(seed), function=function)
     correct = 0
+    chunk = max(1, 2**24 // (tokens.shape[1] * model.cfg.d_model))  # ~128 MB per activation
     with torch.no_grad():
-        for t, a in zip(tokens.split(4096), answers.split(4096)):
+        for t, a in zip(tokens.split(chunk), answers.split(chunk)):
             correct += int((final_logits(model, t).argmax(-1) == a).sum())
     return dict(inputs=len(answers), correct=correct, accuracy=correct / len(answers))
 
