@@ -12,7 +12,8 @@ Where the paper is silent we choose, and every choice is a :class:`TrainConfig` 
 documented constant (see ``experiments/README.md``, "Training choices"):
 
 * initialisation: TransformerLens's own (``init="gpt2"``: weights N(0, (0.8/sqrt(d_model))^2),
-  biases 0), seeded by ``seed``;
+  biases 0), seeded by ``seed``; ``init="pytorch"`` gives what a model built from
+  ``nn.Embedding``/``nn.Linear`` gets (embeddings N(0, 1), projections U(+-1/sqrt(fan_in)));
 * Adam's other constants are PyTorch's defaults (betas 0.9/0.999, eps 1e-8, no weight decay);
 * a step is "forward, backward, update"; the run stops after the update of the first step whose
   training-batch loss is below ``stop_loss`` (``steps`` counts updates);
@@ -50,7 +51,7 @@ from interp import models, tasks
 log = logging.getLogger(__name__)
 
 #: TransformerLens initialisation schemes accepted by ``TrainConfig.init``.
-INITS = ("gpt2", "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal")
+INITS = ("gpt2", "pytorch", "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal")
 ENGINES = ("fast", "reference")
 
 
@@ -202,7 +203,10 @@ def init_model(config: TrainConfig):
             config.case, config.n, config.d_token, config.n_layers, config.pos_embed,
             seed=config.seed,
         )
-        if config.init != "gpt2":
+        if config.init == "pytorch":
+            torch.manual_seed(config.seed)
+            _pytorch_init(model)
+        elif config.init != "gpt2":
             model.cfg.init_mode = config.init
             torch.manual_seed(config.seed)
             _reinit(model)
@@ -218,6 +222,26 @@ def _reinit(model) -> None:
     if frozen:
         with torch.no_grad():
             model.pos_embed.W_pos.zero_()
+
+
+@torch.no_grad()
+def _pytorch_init(model) -> None:
+    """PyTorch's layer defaults, as a model built from ``nn.Embedding`` and ``nn.Linear`` gets.
+
+    Embedding tables (W_E or the key/value tables, W_pos when learned) ~ N(0, 1); every
+    projection ``x W + b`` with fan-in f: W and b ~ U(-1/sqrt f, 1/sqrt f) (``nn.Linear``'s
+    kaiming_uniform(a=sqrt 5)): W_Q, W_K, W_V and W_U with f = d_model, W_O with f = d_head.
+    """
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if name.startswith("embed.") or name == "pos_embed.W_pos":
+            p.normal_(0.0, 1.0)
+            continue
+        leaf = name.rsplit(".", 1)[-1]
+        fan_in = model.cfg.d_head if leaf in ("W_O", "b_O") else model.cfg.d_model
+        bound = 1.0 / math.sqrt(fan_in)
+        p.uniform_(-bound, bound)
 
 
 def trainable(model) -> list[torch.nn.Parameter]:

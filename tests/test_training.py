@@ -189,6 +189,18 @@ def test_other_initialisations_are_seeded():
     assert not torch.equal(a.blocks[0].attn.W_Q, c.blocks[0].attn.W_Q)
 
 
+def test_pytorch_initialisation_follows_the_layer_defaults():
+    config = _tiny(case=2, d_token=16, init="pytorch")
+    m = init_model(config)
+    key = m.embed.parametrizations.W_E.original0
+    assert abs(key.std().item() - 1.0) < 0.3  # nn.Embedding: N(0, 1)
+    bound = 1 / 32**0.5  # d_model = 32
+    for p in (m.blocks[0].attn.W_Q, m.blocks[0].attn.b_K, m.unembed.W_U):
+        assert p.abs().max() <= bound and p.abs().max() > 0.8 * bound
+    assert torch.equal(init_model(config).unembed.W_U, m.unembed.W_U)  # seeded
+    assert not m.pos_embed.W_pos.requires_grad or m.pos_embed.W_pos.std() > 0.5
+
+
 def test_metrics_are_json():
     r = train(_tiny(max_steps=3))
     d = json.loads(json.dumps(r.metrics()))
