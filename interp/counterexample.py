@@ -50,6 +50,7 @@ STEPS = {
     "C": "position 1 (leftmost) / 3 (rightmost) wins for every y (x), so the answer cannot follow it",
     "D": "average attention: l(v1, v2) o t and l(v2, v1) o t average the same positions, swapped",
     "scan": "not found by the proof's steps (floating point); found by checking its 32 inputs",
+    "separable": "softmax, attention only: the logit difference is separable over positions (not in the paper)",
 }
 
 
@@ -88,7 +89,8 @@ def check_applies(model, attention_mode: str) -> int:
         raise ValueError(
             "attention='softmax': Theorem 3.6 does not apply to softmax attention (Theorem 3.5 "
             "builds a one-layer softmax transformer that is exact in case 5); accepted: one of "
-            f"{attention.HARD_MODES}"
+            f"{attention.HARD_MODES}. For one-layer attention-only softmax models (no MLP), "
+            "find_counterexample_attention_only applies"
         )
     if attention_mode not in attention.HARD_MODES:
         raise ValueError(f"attention={attention_mode!r}; accepted: one of {attention.HARD_MODES}")
@@ -232,6 +234,65 @@ def _search(m, n: int, mode: str) -> Counterexample:
 
 
 # --------------------------------------------------------------------------------------------
+# one-layer attention-only softmax models: a separability argument (not in the paper)
+
+
+def separable_inputs(n: int) -> list[tuple[list[int], int]]:
+    """The four inputs of :func:`find_counterexample_attention_only` and their answers.
+
+    Keys (k0, 1 - k0, 2, ..., n-1) with values (v0, 1 - v0, 2, ..., n-1) for k0, v0 in {0, 1},
+    target key 0 (f is a permutation): the answer is k0 XOR v0.
+    """
+    out = []
+    for k0 in (0, 1):
+        for v0 in (0, 1):
+            toks = [k0, v0, 1 - k0, 1 - v0] + [v for k in range(2, n) for v in (k, k)] + [0]
+            out.append((toks, k0 ^ v0))
+    return out
+
+
+def find_counterexample_attention_only(model) -> Counterexample:
+    """An input a one-layer *attention-only* softmax model (case 5, n >= 2) gets wrong.
+
+    Theorem 3.6 leaves softmax open, and Theorem 3.5 shows one layer with an MLP suffices; but
+    with no MLP nothing non-linear follows the attention. At the final position,
+    logit_1 - logit_0 = sum_j exp(s_j) h_j / sum_j exp(s_j), where s_j and h_j depend only on
+    position j and its token (the query is fixed by the target key 0), so its sign is the sign
+    of sum_j exp(s_j) h_j = A(k0) + B(v0) + C on the four :func:`separable_inputs` (positions 0
+    and 2 hold k0 and 1 - k0, positions 1 and 3 hold v0 and 1 - v0). Being right on all four
+    needs S(0, 1) > 0, S(1, 0) > 0 (answer 1; a tie predicts 0), S(0, 0) <= 0, S(1, 1) <= 0,
+    but S(0, 1) + S(1, 0) = S(0, 0) + S(1, 1). So one of the four is wrong, for every width,
+    precision and temperature. (This is why one-layer attention-only models trained on case 5
+    stay at chance even at n = 2.)
+    """
+    cfg = model.cfg
+    if cfg.n_layers != 1 or not cfg.attn_only or cfg.normalization_type is not None:
+        raise ValueError(
+            "the separability argument needs one attention layer and nothing non-linear after it "
+            f"(attn_only, no LayerNorm); got n_layers={cfg.n_layers}, attn_only={cfg.attn_only}, "
+            f"normalization_type={cfg.normalization_type!r} (an MLP can decode: Theorem 3.5)"
+        )
+    modes = list(getattr(model, "attention_modes", None) or [("softmax", 1.0)])
+    if modes[0][0] != "softmax":
+        raise ValueError(f"attention={modes[0][0]!r}: use find_counterexample for hard attention")
+    n = cfg.d_vocab_out
+    if cfg.d_vocab != n or cfg.n_ctx != 2 * n + 1 or n < 2:
+        raise ValueError(
+            f"the model is not shaped for case 5 with n >= 2 (d_vocab={cfg.d_vocab}, "
+            f"d_vocab_out={n}, n_ctx={cfg.n_ctx}); accepted: d_vocab = d_vocab_out = n >= 2, n_ctx = 2n + 1"
+        )
+    for toks, _ in separable_inputs(n):
+        predicted, expected = _verify(model, n, toks)
+        if predicted != expected:
+            family = f"k0={toks[0]}, v0={toks[1]}"
+            return Counterexample(toks, predicted, expected, "separable", family, "softmax", n,
+                                  "logit_1 - logit_0 has the sign of A(k0) + B(v0) + C, which cannot be k0 XOR v0")
+    raise RuntimeError(  # pragma: no cover - impossible in exact arithmetic
+        f"all four separable inputs answered correctly (n={n}): floating point broke the argument"
+    )
+
+
+# --------------------------------------------------------------------------------------------
 # CLI
 
 
@@ -242,7 +303,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--d-token", type=int, default=16, help="width of the random model")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random model")
     parser.add_argument("--attention", nargs="+", default=["leftmost", "rightmost", "average"],
-                        help="hard attention modes to analyse (default all three)")
+                        help="hard attention modes to analyse (default all three); 'softmax' runs the "
+                             "separability argument on attention-only models")
     parser.add_argument("--json", action="store_true")
 
 
@@ -260,7 +322,8 @@ def run(args) -> int:
 
         model = checkpoints.load(args.checkpoint)
         source = str(args.checkpoint)
-    found = [find_counterexample(model, attention=mode) for mode in args.attention]
+    found = [find_counterexample_attention_only(_with_mode(model, "softmax")) if mode == "softmax"
+             else find_counterexample(model, attention=mode) for mode in args.attention]
     if args.json:
         print(json.dumps(dict(model=source, counterexamples=[c.to_dict() for c in found]), indent=2))
         return 0

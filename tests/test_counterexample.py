@@ -135,3 +135,39 @@ def test_cli_checkpoint(tmp_path, capsys):
     (c,) = json.loads(capsys.readouterr().out)["counterexamples"]
     _assert_wrong(model, find_counterexample(model, "average"), "average")
     assert c["tokens"] == find_counterexample(model, "average").tokens
+
+
+def test_attention_only_softmax_models_are_wrong_somewhere():
+    import torch.nn.functional as F
+
+    from interp.counterexample import find_counterexample_attention_only, separable_inputs
+
+    for n in (2, 3, 6):
+        for seed in range(4):
+            model = models.build_model(5, n, 6, seed=seed)
+            c = find_counterexample_attention_only(model)
+            with torch.no_grad():
+                assert c.predicted == int(model(torch.tensor([c.tokens]))[0, -1].argmax())
+            assert c.predicted != c.expected == tasks.evaluate(5, n, c.tokens)
+    # the hardest case: a model fitted to the four inputs themselves still gets one wrong
+    n = 3
+    inputs = separable_inputs(n)
+    tokens = torch.tensor([t for t, _ in inputs])
+    answers = torch.tensor([a for _, a in inputs])
+    assert answers.tolist() == [tasks.evaluate(5, n, t) for t in tokens.tolist()]
+    model = models.build_model(5, n, 8, seed=0)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.01)
+    for _ in range(400):
+        loss = F.cross_entropy(model(tokens)[:, -1], answers)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        right = int((model(tokens)[:, -1].argmax(-1) == answers).sum())
+    assert right == 3  # the best possible, reached by the optimiser
+    c = find_counterexample_attention_only(model)
+    assert c.predicted != c.expected and c.step == "separable"
+    with pytest.raises(ValueError, match="MLP can decode"):
+        find_counterexample_attention_only(softmax_construction.build(4))
+    with pytest.raises(ValueError, match="find_counterexample"):
+        find_counterexample_attention_only(attention.set_attention(models.build_model(5, 4, 4, seed=0), "leftmost"))
