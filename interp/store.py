@@ -25,12 +25,21 @@ checkpoint     TEXT    checkpoint folder, relative to the store's folder (NULL i
 checksums      TEXT    JSON {file name: sha256 hex} of the checkpoint's files
 started_at     TEXT    ISO 8601 UTC, when training of the run's group began
 finished_at    TEXT    ISO 8601 UTC, when the row was written
+row_sha256     TEXT    sha256 of the row's other columns as canonical JSON (:func:`row_digest`)
 ============== ======= ==========================================================================
 
 ``sweeps`` logs each ``interp sweep`` invocation (sweep, started_at, finished_at, workers,
 runs_done, wall_seconds, outcome: ``done`` or ``interrupted: <why>``, a driver killed outright
 leaves finished_at NULL; environment: JSON of the machine facts that bear on speed and bits,
 see :func:`interp.sweeps.environment`), so sweep wall times are recorded beside the results.
+
+Integrity. :meth:`Store.put` writes ``row_sha256`` with every row; :func:`read` (hence
+``interp report`` and ``interp analyze-sweep``) and the sweep driver recompute it and refuse a
+row whose content no longer matches with a ValueError naming the run and the store, so an
+edited or corrupted row is never used silently. Rows written before the column existed (older
+stores) have ``row_sha256`` NULL and are read *unverified*; :func:`verify` counts them.
+:func:`verify` with ``files=True`` also hashes each checkpoint's files against ``checksums``
+(``interp.checkpoints.load`` checks the weights against ``config.json`` on every load anyway).
 
 Atomicity. Only the sweep driver writes the store, one run per transaction, and only after the
 run's checkpoint folder is complete and renamed into place (:func:`place_checkpoint`). A driver
@@ -43,6 +52,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import sqlite3
@@ -69,7 +79,8 @@ CREATE TABLE IF NOT EXISTS runs (
     checkpoint  TEXT,
     checksums   TEXT,
     started_at  TEXT,
-    finished_at TEXT
+    finished_at TEXT,
+    row_sha256  TEXT
 );
 CREATE TABLE IF NOT EXISTS sweeps (
     id           INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -88,6 +99,7 @@ RUN_COLUMNS = (
     "name", "sweep", "config", "seed", "status", "accuracy", "steps", "final_loss", "seconds",
     "curve", "checkpoint", "checksums", "started_at", "finished_at",
 )  # fmt: skip
+DIGEST_COLUMN = "row_sha256"
 
 
 def now() -> str:
@@ -123,6 +135,25 @@ class RunRecord:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def row_digest(values) -> str:
+    """sha256 of one ``runs`` row (its :data:`RUN_COLUMNS` values, as stored) as canonical JSON.
+
+    Canonical: a JSON object keyed by column name, keys sorted, no spaces, NaN as null.
+    :meth:`Store.put` hashes the row as SQLite read it back (after type affinity), and floats
+    are written by ``repr``, which round-trips a double exactly, so a reader that recomputes
+    the digest from the stored values gets the same hex unless the row changed.
+    """
+    values = list(values)
+    if len(values) != len(RUN_COLUMNS):
+        raise ValueError(f"a runs row has {len(RUN_COLUMNS)} values; got {len(values)}")
+    canon = {
+        k: None if isinstance(v, float) and math.isnan(v) else v
+        for k, v in zip(RUN_COLUMNS, values)
+    }
+    text = json.dumps(canon, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return sha256(text.encode())
 
 
 def place_checkpoint(files: dict[str, bytes], target: Path) -> dict[str, str]:
@@ -223,6 +254,9 @@ class Store:
         for column in ("outcome", "environment"):  # stores written before the column existed
             if column not in columns:
                 self._db.execute(f"ALTER TABLE sweeps ADD COLUMN {column} TEXT")
+        if DIGEST_COLUMN not in {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}:
+            # an older store: its existing rows stay unverified (NULL), new rows get a digest
+            self._db.execute(f"ALTER TABLE runs ADD COLUMN {DIGEST_COLUMN} TEXT")
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     @property
@@ -244,6 +278,10 @@ class Store:
         """``{run name: status}`` for every stored run."""
         return dict(self._db.execute("SELECT name, status FROM runs"))
 
+    def verify(self, *, files: bool = False) -> dict[str, int]:
+        """Check every row's ``row_sha256`` (see :func:`verify`)."""
+        return _verify_rows(self._db, self.path, files=files)
+
     def put(self, record: RunRecord, checkpoint: Path | None = None,
             checksums: dict[str, str] | None = None) -> None:
         """Insert (or replace) one run's row in a single transaction."""
@@ -260,6 +298,14 @@ class Store:
                 f"INSERT OR REPLACE INTO runs ({', '.join(RUN_COLUMNS)}) "
                 f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
                 row,
+            )
+            # the digest of the row as SQLite stored it (after its type affinities: an int
+            # accuracy reads back as a REAL, a NaN as NULL), so a reader recomputes it exactly
+            stored = self._db.execute(
+                f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE name=?", (record.name,)
+            ).fetchone()
+            self._db.execute(
+                f"UPDATE runs SET {DIGEST_COLUMN}=? WHERE name=?", (row_digest(stored), record.name)
             )
 
     # -- sweep invocations
@@ -300,10 +346,56 @@ def _connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
 
 
-def read(path: str | os.PathLike, *, expand: bool = True):
-    """The ``runs`` table as a pandas DataFrame, one row per run.
+def _verify_rows(db: sqlite3.Connection, path: Path, *, files: bool) -> dict[str, int]:
+    has_digest = DIGEST_COLUMN in {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+    digest = DIGEST_COLUMN if has_digest else "NULL"
+    counts = {"verified": 0, "unverified": 0, "files": 0}
+    query = f"SELECT {', '.join(RUN_COLUMNS)}, {digest} FROM runs ORDER BY rowid"
+    for *values, stored in db.execute(query):
+        name = values[0]
+        if stored is None:
+            counts["unverified"] += 1
+        elif row_digest(values) != stored:
+            raise ValueError(
+                f"run {name} in {path}: the row does not match its row_sha256 (edited or "
+                f"corrupt); delete the row (DELETE FROM runs WHERE name='{name}') to retrain it"
+            )
+        else:
+            counts["verified"] += 1
+        ckpt, sums = values[RUN_COLUMNS.index("checkpoint")], values[RUN_COLUMNS.index("checksums")]
+        if files and ckpt:
+            folder = Path(path).resolve().parent / ckpt
+            for fname, expected in json.loads(sums or "{}").items():
+                f = folder / fname
+                if not f.is_file() or sha256(f.read_bytes()) != expected:
+                    raise ValueError(
+                        f"run {name} in {path}: checkpoint file {f} is missing, truncated or "
+                        "corrupt (its sha256 differs from the store's)"
+                    )
+                counts["files"] += 1
+    return counts
 
-    With ``expand`` the config's fields become columns (``case``, ``n``, ``d_token``, ...;
+
+def verify(path: str | os.PathLike, *, files: bool = False) -> dict[str, int]:
+    """Check every run row of the store at ``path`` against its ``row_sha256``.
+
+    Returns ``{"verified": rows checked, "unverified": rows without a digest (written before
+    the column existed), "files": checkpoint files checked}``. A row whose content does not
+    match raises a ValueError naming the run and the store. With ``files`` each checkpoint
+    file is also hashed against the row's ``checksums`` (a missing, truncated or altered file
+    raises, naming the run and the file).
+    """
+    path = Path(path)
+    with closing(_connect_readonly(path)) as db:
+        return _verify_rows(db, path, files=files)
+
+
+def read(path: str | os.PathLike, *, expand: bool = True):
+    """The ``runs`` table as a pandas DataFrame, one row per run, every row verified.
+
+    Each row's ``row_sha256`` is checked first (:func:`verify`): an edited or corrupt row
+    raises a ValueError naming the run and the store. Rows of older stores without the
+    digest are read unverified. With ``expand`` the config's fields become columns (``case``, ``n``, ``d_token``, ...;
     ``seed`` is already one), ``curve`` and ``checksums`` are parsed from JSON, and
     ``checkpoint`` is an absolute path (or None).
     """
@@ -311,6 +403,8 @@ def read(path: str | os.PathLike, *, expand: bool = True):
 
     path = Path(path)
     with closing(_connect_readonly(path)) as db:
+        db.execute("BEGIN")  # one snapshot for the check and the read
+        _verify_rows(db, path, files=False)
         df = pd.read_sql_query("SELECT * FROM runs ORDER BY rowid", db)
     if not expand or df.empty:
         return df

@@ -343,6 +343,7 @@ def run_sweep(
     start = time.perf_counter()
     with store_mod.DriverLock(store_path), store_mod.Store(store_path) as db:
         store_mod.clean_partial(ckpt_root)
+        db.verify()  # an edited or corrupt row stops the sweep, naming the run
         done = db.statuses()
         groups = plan(configs, done, retry_failed=retry_failed, limit=limit)
         pooled = workers > 1 and len(groups) > 1

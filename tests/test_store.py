@@ -111,3 +111,76 @@ def test_one_driver_per_store(tmp_path):
                 pass
     with store.DriverLock(path):  # released on exit
         pass
+
+
+# --------------------------------------------------------------------------- integrity
+
+
+def test_row_digest_is_sha256_of_the_stored_row_as_canonical_json(tmp_path):
+    path = tmp_path / "store.sqlite"
+    rec = record(accuracy=1)
+    rec.final_loss = float("nan")
+    with Store(path) as db:  # an int accuracy and a NaN loss: SQLite stores 1.0 and NULL
+        db.put(rec)
+    with sqlite3.connect(path) as raw:
+        raw.row_factory = sqlite3.Row
+        row = dict(raw.execute("SELECT * FROM runs").fetchone())
+    digest = row.pop("row_sha256")
+    assert row["accuracy"] == 1.0 and isinstance(row["accuracy"], float) and row["final_loss"] is None
+    text = json.dumps(row, sort_keys=True, separators=(",", ":"))
+    assert digest == hashlib.sha256(text.encode()).hexdigest()
+    assert store.verify(path) == {"verified": 1, "unverified": 0, "files": 0}
+    assert store.read(path).iloc[0]["accuracy"] == 1.0  # no false alarm after type affinity
+
+
+@pytest.mark.parametrize("column, value", [
+    ("accuracy", 0.99), ("status", "ok "), ("curve", "[[1, 2.3]]"), ("seed", 7),
+    ("checksums", '{"model.safetensors": "00"}'), ("row_sha256", "0" * 64),
+])
+def test_a_tampered_row_is_refused_naming_the_run_and_the_store(tmp_path, column, value):
+    path = tmp_path / "store.sqlite"
+    with Store(path) as db:
+        db.put(record("abc123"), tmp_path / "checkpoints" / "abc123", {"model.safetensors": "ff" * 32})
+        db.put(record("def456", seed=1))
+    with sqlite3.connect(path) as raw:
+        raw.execute(f"UPDATE runs SET {column}=? WHERE name='def456'", (value,))
+    message = rf"run def456 in {path}: the row does not match its row_sha256"
+    with pytest.raises(ValueError, match=message):
+        store.read(path)
+    with pytest.raises(ValueError, match=message):
+        store.verify(path)
+    with Store(path) as db, pytest.raises(ValueError, match=message):
+        db.verify()  # what the sweep driver checks before planning
+
+
+def test_an_older_store_without_digests_reads_unverified_and_migrates(tmp_path):
+    path = tmp_path / "old.sqlite"
+    old_schema = store._SCHEMA.replace(",\n    row_sha256  TEXT", "")
+    assert "row_sha256" not in old_schema
+    with sqlite3.connect(path) as raw:
+        raw.executescript(old_schema)
+        raw.execute("INSERT INTO runs (name, sweep, config, seed, status, accuracy) VALUES "
+                    "('old1', 'demo', ?, 0, 'ok', 0.75)", (json.dumps(record().config),))
+    assert store.verify(path) == {"verified": 0, "unverified": 1, "files": 0}
+    assert list(store.read(path)["accuracy"]) == [0.75]
+    with Store(path) as db:  # the writer adds the column; old rows stay unverified
+        db.put(record("new1"))
+    assert store.verify(path) == {"verified": 1, "unverified": 1, "files": 0}
+    assert list(store.read(path)["name"]) == ["old1", "new1"]
+
+
+def test_verify_files_finds_a_truncated_checkpoint_naming_the_run_and_file(tmp_path):
+    path = tmp_path / "store.sqlite"
+    files = {"model.safetensors": b"\x01" * 100, "config.json": b"{}"}
+    ckpt = tmp_path / "checkpoints" / "abc123"
+    sums = store.place_checkpoint(files, ckpt)
+    with Store(path) as db:
+        db.put(record("abc123"), ckpt, sums)
+    assert store.verify(path, files=True) == {"verified": 1, "unverified": 0, "files": 2}
+    (ckpt / "model.safetensors").write_bytes(b"\x01" * 50)
+    assert store.verify(path)["verified"] == 1  # rows alone are intact
+    with pytest.raises(ValueError, match=r"run abc123 in .*model\.safetensors is missing, truncated"):
+        store.verify(path, files=True)
+    (ckpt / "model.safetensors").unlink()
+    with pytest.raises(ValueError, match="run abc123"):
+        store.verify(path, files=True)

@@ -277,3 +277,17 @@ def test_cli_sweep_runs_and_prints_a_summary(tmp_path, capsys):
     with sqlite3.connect(tmp_path / "s" / "x.sqlite") as db:
         assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
     assert (tmp_path / "s" / "checkpoints").is_dir()
+
+
+def test_a_tampered_store_row_stops_the_sweep_before_training(tmp_path, capsys, calls):
+    sw = sweeps.load(make_sweep(tmp_path))
+    first = sw.configs[0]
+    with store.Store(sw.default_store) as db:
+        db.put(store.RunRecord(name=first.name(), sweep="tiny", config=first.to_dict(),
+                               seed=first.seed, status="ok", accuracy=0.2, steps=30))
+    with sqlite3.connect(sw.default_store) as raw:  # someone edits a result by hand
+        raw.execute("UPDATE runs SET accuracy=1.0")
+    assert cli.main(["sweep", str(sw.root)]) == 2
+    err = capsys.readouterr().err
+    assert f"run {first.name()} in {sw.default_store}" in err and "Traceback" not in err
+    assert calls == []
