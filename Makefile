@@ -17,7 +17,7 @@ test: $(STAMP) chromium  ## the test suite (what CI runs)
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,ray]'
 	touch $(STAMP)
 
 chromium:  ## Debian's headless Chromium, for the attention-view rendering test

@@ -22,7 +22,9 @@ Workers return plain :class:`~interp.store.RunRecord` data, the checkpoint inclu
 the driver places each checkpoint atomically and then commits the run's row
 (:mod:`interp.store`), so a killed sweep leaves nothing half-written and a rerun trains only
 what is missing. The same worker function serves any backend that can ship it and its
-arguments to another process or machine.
+arguments to another process or machine: ``backend="ray"`` runs each group as a Ray task on a
+local Ray instance or an existing cluster (:mod:`interp.ray_backend`), and the driver commits
+the returned records exactly as it does the local pool's.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ log = logging.getLogger(__name__)
 
 CONFIGS_FILE = "configs.py"
 PAPER_FILE = "paper.csv"
+BACKENDS = ("local", "ray")
 
 
 @dataclass(frozen=True)
@@ -264,13 +267,20 @@ def train_records(config_dicts: list[dict], sweep: str) -> list[RunRecord]:
     return records
 
 
-def environment(workers: int = 1, threads: int | None = None) -> dict:
-    """Facts that bear on a sweep's speed and bits, stored with each invocation."""
+def environment(workers: int = 1, threads: int | None = None, backend: str = "local",
+                address: str | None = None) -> dict:
+    """Facts that bear on a sweep's speed and bits, stored with each invocation.
+
+    ``cpus`` and the rest describe the driver's machine; with ``backend="ray"`` the runs
+    train on the Ray workers (``address``: the cluster, None for a local instance).
+    """
     import platform
 
     import torch
 
     return {
+        "backend": backend,
+        "address": address,
         "cpus": os.cpu_count(),
         "workers": workers,
         "threads": threads,
@@ -295,6 +305,18 @@ def _init_worker(threads: int) -> None:
 # --------------------------------------------------------------------------- driver
 
 
+def check_backend(backend: str, address: str | None = None) -> None:
+    """ValueError unless ``backend`` is usable here (``"ray"``: Ray must be installed)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r}; accepted: one of {BACKENDS}")
+    if address is not None and backend != "ray":
+        raise ValueError(f"address={address!r} needs backend='ray' (--backend ray)")
+    if backend == "ray":
+        from interp import ray_backend
+
+        ray_backend.require_ray()
+
+
 @dataclass
 class Summary:
     """What one invocation of :func:`run_sweep` did."""
@@ -307,6 +329,7 @@ class Summary:
     failed: int  # of those, status != "ok"
     workers: int
     wall_seconds: float
+    backend: str = "local"
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "store": str(self.store)}
@@ -321,13 +344,20 @@ def run_sweep(
     limit: int | None = None,
     where: dict[str, str] | None = None,
     retry_failed: bool = False,
+    backend: str = "local",
+    address: str | None = None,
     on_start: Callable[[list], None] | None = None,
     on_run: Callable[[RunRecord], None] | None = None,
 ) -> Summary:
     """Train every run of ``sweep`` that the store does not have yet.
 
-    workers: processes in the local pool (1: train in this process).
-    threads: torch threads per worker (default: the cores divided among the workers).
+    backend: ``"local"`` (a process pool, or this process) or ``"ray"`` (one Ray task per
+             group, :mod:`interp.ray_backend`; needs the ``ray`` extra).
+    address: with ``backend="ray"``, the cluster to join (``"auto"``, ``"HOST:PORT"``); None
+             starts a local Ray instance of ``workers`` CPUs.
+    workers: processes in the local pool (1: train in this process); CPUs of a local Ray
+             instance.
+    threads: torch threads per worker (default: the cores divided among the workers; 1 on Ray).
     limit, where: train at most ``limit`` runs / only configs matching ``where``.
     on_start(configs) is called when a group starts, on_run(record) after each row commits
     (the CLI drives its progress bar with them).
@@ -337,6 +367,7 @@ def run_sweep(
     cores = os.cpu_count() or 1
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads={threads!r}; accepted: an integer >= 1")
+    check_backend(backend, address)  # before anything is written
     store_path = Path(store) if store is not None else sweep.default_store
     ckpt_root = checkpoint_dir(store_path)
     configs = select(sweep.configs, where)
@@ -346,11 +377,13 @@ def run_sweep(
         db.verify()  # an edited or corrupt row stops the sweep, naming the run
         done = db.statuses()
         groups = plan(configs, done, retry_failed=retry_failed, limit=limit)
-        pooled = workers > 1 and len(groups) > 1
+        pooled = backend == "local" and workers > 1 and len(groups) > 1
         if pooled:
             threads = threads or max(1, cores // workers)
+        elif backend == "ray":
+            threads = threads or 1
         skipped = sum(1 for c in configs if c.name() in done and (done[c.name()] == "ok" or not retry_failed))
-        sweep_id = db.begin_sweep(sweep.name, workers, environment(workers, threads))
+        sweep_id = db.begin_sweep(sweep.name, workers, environment(workers, threads, backend, address))
         trained = failed = 0
 
         def commit(records: list[RunRecord]) -> None:
@@ -370,7 +403,12 @@ def run_sweep(
 
         outcome = "interrupted"
         try:
-            if not pooled:
+            if backend == "ray":
+                from interp import ray_backend
+
+                ray_backend.run_groups(groups, sweep.name, workers, threads, on_start, commit,
+                                       address=address)
+            elif not pooled:
                 if threads is not None:
                     import torch
 
@@ -389,7 +427,8 @@ def run_sweep(
             wall = time.perf_counter() - start
             db.end_sweep(sweep_id, trained, wall, outcome)
     return Summary(sweep=sweep.name, store=store_path, total=len(configs), skipped=skipped,
-                   trained=trained, failed=failed, workers=workers, wall_seconds=round(wall, 3))
+                   trained=trained, failed=failed, workers=workers, wall_seconds=round(wall, 3),
+                   backend=backend)
 
 
 def _run_pool(groups, sweep_name, workers, threads, on_start, commit) -> None:
@@ -436,7 +475,14 @@ def _run_pool(groups, sweep_name, workers, threads, on_start, commit) -> None:
 def add_arguments(p) -> None:
     p.add_argument("dir", help="sweep folder holding configs.py (e.g. experiments/table1)")
     p.add_argument("--workers", type=int, default=1,
-                   help="worker processes (default 1: train in this process)")
+                   help="worker processes (default 1: train in this process); "
+                        "with --backend ray and no --address, the local Ray instance's CPUs")
+    p.add_argument("--backend", choices=BACKENDS, default="local",
+                   help="local: a process pool (default); ray: one Ray task per group of seeds "
+                        "(pip install 'interp[ray]')")
+    p.add_argument("--address", default=None,
+                   help="with --backend ray: the Ray cluster to join (auto, or HOST:PORT of "
+                        "the head); default: start a local Ray instance")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per worker (default: cores / workers)")
     p.add_argument("--store", default=None,
@@ -480,7 +526,8 @@ def progress_callbacks(total: int, desc: str, *, disable: bool = False, initial:
 def format_summary(s: Summary) -> str:
     return (
         f"sweep {s.sweep}: {s.total} runs declared, {s.skipped} already stored, "
-        f"{s.trained} trained now ({s.failed} failed) with {s.workers} worker(s) "
+        f"{s.trained} trained now ({s.failed} failed) with "
+        f"{'Ray' if s.backend == 'ray' else s.workers} worker(s) "
         f"in {s.wall_seconds:.1f} s\nstore: {s.store}"
     )
 
@@ -488,6 +535,7 @@ def format_summary(s: Summary) -> str:
 def run(args) -> int:
     import json
 
+    check_backend(args.backend, args.address)
     sweep = load(args.dir)
     where = parse_where(args.where)
     store_path = Path(args.store) if args.store else sweep.default_store
@@ -505,7 +553,8 @@ def run(args) -> int:
         with bar:
             summary = run_sweep(sweep, store=store_path, workers=args.workers,
                                 threads=args.threads, limit=args.limit, where=where,
-                                retry_failed=args.retry_failed, on_start=on_start, on_run=on_run)
+                                retry_failed=args.retry_failed, backend=args.backend,
+                                address=args.address, on_start=on_start, on_run=on_run)
     except KeyboardInterrupt:
         print(f"interrupted: {bar.n} run(s) stored in {store_path}; rerun the same command to "
               "resume", file=sys.stderr)
