@@ -9,7 +9,6 @@ Writes precision_law.json (rows + fits), precision_law.csv, precision_law.png, c
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import sys
@@ -17,7 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import HERE, load_rows, polite, save  # noqa: E402
+from _common import HERE, load_rows, run_law, save, save_figure, style_axes  # noqa: E402
 
 from interp import precision as P  # noqa: E402
 
@@ -82,13 +81,10 @@ def plot(rows, fits):
             if f:
                 label += f": {f['slope']:.2f} log2 n + {f['intercept']:.1f}"
             ax.plot([math.log2(n) for n, _ in pts], [p for _, p in pts], "o-", ms=3, label=label)
-        ax.set_xlabel("log2 n")
         ax.set_title(f"least exact precision, {kind} ({'1 sign + I + F bits' if kind == 'fixed' else 'mantissa bits'})")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        style_axes(ax, "log2 n", logx=False, logy=False)
     axes[0].set_ylabel("p (bits)")
-    fig.tight_layout()
-    fig.savefig(HERE / "precision_law.png", dpi=120)
+    save_figure(fig, "precision_law.png")
 
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     ns = sorted({r["n"] for r in rows if r["n"] >= 2})
@@ -100,29 +96,19 @@ def plot(rows, fits):
                      if (r["case"], r["which"], r["kind"]) == (case, which, "fixed") and r["c_size"])
         if pts:
             ax.plot(*zip(*pts), "o-", ms=3, label=f"{lab}: h d p")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("n")
-    ax.set_ylabel("c-size h d p (fixed point)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(HERE / "c_size.png", dpi=120)
+    style_axes(ax, "n", "c-size h d p (fixed point)")
+    save_figure(fig, "c_size.png")
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--max-n", type=int, default=10_000)
-    ap.add_argument("--plot-only", action="store_true")
-    args = ap.parse_args()
-    polite()
-    rows = load_rows("precision_law.json") if args.plot_only else compute(args.max_n)
-    fits = P.fit_law(rows)
-    save("precision_law.json", dict(rows=rows, fits=fits))
+def outputs(rows, fits):
     write_csv(rows)
     plot(rows, fits)
     for k, f in fits.items():
         print(f"{k}: p = {f['slope']:.2f} log2 n + {f['intercept']:.2f} (max residual {f['max_residual']:.2f})")
+
+
+def main():
+    run_law("precision_law.json", compute, P.fit_law, outputs)
 
 
 if __name__ == "__main__":

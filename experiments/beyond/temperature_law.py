@@ -13,7 +13,6 @@ dense: pos^2 per input). Writes temperature_law.json, temperature_law.csv, tempe
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import sys
@@ -21,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import HERE, load_rows, polite, save  # noqa: E402
+from _common import HERE, load_rows, run_law, save, save_figure, style_axes  # noqa: E402
 
 from interp import temperature as T  # noqa: E402
 
@@ -77,15 +76,9 @@ def plot(rows):
         if ns:
             ax.plot(ns, [T.beta_sufficient(case, n) for n in ns], "k--", label="sufficient (score gaps, margin sin(pi/N))")
             ax.plot(ns, [T.beta_crude(case, n) for n in ns], "k:", label="crude: ln((L-1)C/sin(pi/N)) / g")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("n")
-        ax.set_ylabel("least exact inverse temperature beta")
         ax.set_title(f"case {case}" + (" (case 2 identical)" if case == 3 else ""))
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(HERE / "temperature_law.png", dpi=120)
+        style_axes(ax, "n", "least exact inverse temperature beta")
+    save_figure(fig, "temperature_law.png")
 
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     for family, style in zip(FAMILIES, ("o-", "s-", "^-")):
@@ -96,29 +89,19 @@ def plot(rows):
     ns = sorted({r["n"] for r in rows if r["case"] == 5 and r["variant"] == "tiebroken"})
     if ns:
         ax.plot(ns, [0.1 * n * n * math.log(n) if n > 1 else 0.1 for n in ns], "k:", label="0.1 n^2 ln n (guide)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("n")
-    ax.set_ylabel("least exact beta (both layers)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(HERE / "temperature_case5.png", dpi=120)
+    style_axes(ax, "n", "least exact beta (both layers)")
+    save_figure(fig, "temperature_case5.png")
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--max-n", type=int, default=10_000)
-    ap.add_argument("--plot-only", action="store_true")
-    args = ap.parse_args()
-    polite()
-    rows = load_rows("temperature_law.json") if args.plot_only else compute(args.max_n)
-    fits = T.fit_power(rows)
-    save("temperature_law.json", dict(rows=rows, fits=fits))
+def outputs(rows, fits):
     write_csv(rows)
     plot(rows)
     for k, f in fits.items():
         print(f"{k}: beta ~ n^{f['exponent']:.2f}")
+
+
+def main():
+    run_law("temperature_law.json", compute, T.fit_power, outputs)
 
 
 if __name__ == "__main__":
