@@ -1,8 +1,11 @@
 """HookedTransformer models for the five presentations (the paper's Section 4 architecture).
 
 Every model here, trained or analytic, is a plain ``transformer_lens.HookedTransformer``:
-attention-only, one head per layer, bidirectional (no mask), no LayerNorm, no MLP, residual
-stream on, ``d_head = d_model`` unless a construction asks for the paper's smaller d_hid.
+one head per layer, bidirectional (no mask), no LayerNorm, residual stream on, ``d_head =
+d_model`` unless a construction asks for the paper's smaller d_hid. By default attention-only
+(no MLP); ``d_mlp > 0`` gives every block a ReLU MLP of that width after its attention (the
+paper's Section 2 "k-layer transformer": k attention layers, any number of MLP layers), i.e.
+TransformerLens's ``attn_only=False, act_fn="relu"``, still without LayerNorm.
 
 Two things TransformerLens has no switch for are done here, and only here:
 
@@ -80,6 +83,7 @@ class ModelSpec:
     d_token: int
     n_layers: int = 1
     pos_embed: str = "learned"
+    d_mlp: int = 0
 
     def __post_init__(self):
         tasks.check_case(self.case)
@@ -90,6 +94,8 @@ class ModelSpec:
             raise ValueError(f"n_layers={self.n_layers!r}; accepted: 1 or 2")
         if self.pos_embed not in POS_EMBEDS:
             raise ValueError(f"pos_embed={self.pos_embed!r}; accepted: one of {POS_EMBEDS}")
+        if isinstance(self.d_mlp, bool) or not isinstance(self.d_mlp, int) or self.d_mlp < 0:
+            raise ValueError(f"d_mlp={self.d_mlp!r}; accepted: an integer >= 0 (0: no MLP)")
 
     @property
     def d_model(self) -> int:
@@ -105,8 +111,13 @@ def make_config(
     d_head: int | None = None,
     seed: int | None = None,
     dtype: torch.dtype = torch.float32,
+    d_mlp: int = 0,
 ) -> HookedTransformerConfig:
-    """The HookedTransformerConfig shared by trained models and constructions."""
+    """The HookedTransformerConfig shared by trained models and constructions.
+
+    ``d_mlp`` = 0: attention-only; > 0: a ReLU MLP of that width in every block.
+    """
+    mlp = dict(attn_only=True) if not d_mlp else dict(attn_only=False, d_mlp=d_mlp)
     return HookedTransformerConfig(
         n_layers=n_layers,
         d_model=d_model,
@@ -115,8 +126,8 @@ def make_config(
         n_ctx=tasks.seq_len(case, n),
         d_vocab=tasks.d_vocab(case, n),
         d_vocab_out=n,
-        act_fn="relu",  # unused: attention-only
-        attn_only=True,
+        act_fn="relu",  # used only with d_mlp > 0
+        **mlp,
         normalization_type=None,
         attention_dir="bidirectional",
         positional_embedding_type="standard",
@@ -159,14 +170,16 @@ def build_model(
     *,
     seed: int | None = None,
     dtype: torch.dtype = torch.float32,
+    d_mlp: int = 0,
 ) -> HookedTransformer:
     """A freshly initialised task model with the paper's Section 4 architecture.
 
     d_model = 2 d_token for the same-position cases (2, 3), d_token otherwise; d_head = d_model.
+    ``d_mlp`` > 0 adds a ReLU MLP of that width after the attention of every block.
     ``seed`` seeds TransformerLens's initialisation (None: the global RNG).
     """
-    spec = ModelSpec(case, n, d_token, n_layers, pos_embed)
-    cfg = make_config(case, n, spec.d_model, n_layers, seed=seed, dtype=dtype)
+    spec = ModelSpec(case, n, d_token, n_layers, pos_embed, d_mlp)
+    cfg = make_config(case, n, spec.d_model, n_layers, seed=seed, dtype=dtype, d_mlp=d_mlp)
     model = new_model(cfg)
     if case in tasks.SAME_POSITION:
         tie_pair_embedding(model, n)
@@ -184,6 +197,7 @@ def describe(model: HookedTransformer) -> dict:
         d_model=cfg.d_model,
         d_head=cfg.d_head,
         n_heads=cfg.n_heads,
+        d_mlp=0 if cfg.attn_only else cfg.d_mlp,
         n_ctx=cfg.n_ctx,
         d_vocab=cfg.d_vocab,
         d_vocab_out=cfg.d_vocab_out,

@@ -94,3 +94,62 @@ def test_seed_reproduces_initialisation():
 def test_bad_spec(kwargs, match):
     with pytest.raises(ValueError, match=match):
         models.build_model(**kwargs)
+
+
+def _reference_forward(model, tokens, mlp=True):
+    """Embed + attention + ReLU MLP + unembed in plain torch from the model's weights."""
+    cfg = model.cfg
+    x = model.embed.W_E[tokens] + model.pos_embed.W_pos[: tokens.shape[1]]
+    for block in model.blocks:
+        a = block.attn
+        q = x @ a.W_Q[0] + a.b_Q[0]
+        k = x @ a.W_K[0] + a.b_K[0]
+        v = x @ a.W_V[0] + a.b_V[0]
+        pattern = torch.softmax(q @ k.transpose(-1, -2) / cfg.d_head**0.5, dim=-1)  # no mask
+        x = x + (pattern @ v) @ a.W_O[0] + a.b_O
+        if mlp:
+            m = block.mlp
+            x = x + torch.relu(x @ m.W_in + m.b_in) @ m.W_out + m.b_out
+    return x @ model.unembed.W_U + model.unembed.b_U
+
+
+@pytest.mark.parametrize("case", tasks.CASES)
+@pytest.mark.parametrize("n_layers", [1, 2])
+def test_mlp_model_matches_a_hand_written_forward(case, n_layers):
+    n, d_token, d_mlp = 4, 3, 10
+    model = models.build_model(case, n, d_token, n_layers=n_layers, seed=1, d_mlp=d_mlp)
+    cfg = model.cfg
+    assert not cfg.attn_only and cfg.d_mlp == d_mlp and cfg.act_fn == "relu"
+    assert cfg.normalization_type is None
+    names = {name for name, _ in model.named_parameters()}
+    for layer in range(n_layers):
+        for w in ("W_in", "b_in", "W_out", "b_out"):
+            assert f"blocks.{layer}.mlp.{w}" in names
+    assert model.blocks[0].mlp.W_in.shape == (cfg.d_model, d_mlp)
+    assert models.has_pair_embedding(model) == (case in (2, 3))  # embedding unchanged
+    with torch.no_grad():  # biases off zero so the reference checks them too
+        for name, p in model.named_parameters():
+            if name.rsplit(".", 1)[-1].startswith("b_"):
+                p.copy_(0.5 * torch.randn(p.shape, generator=torch.Generator().manual_seed(2)))
+    tokens, _ = tasks.sample(case, n, 16, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(model(tokens), _reference_forward(model, tokens), atol=1e-5, rtol=0)
+    # the attention-only reference drops exactly the MLP: it must differ here
+    assert not torch.allclose(model(tokens), _reference_forward(model, tokens, mlp=False))
+
+
+def test_attention_only_model_is_unchanged_by_d_mlp_zero():
+    a = models.build_model(4, 5, 3, seed=3)
+    b = models.build_model(4, 5, 3, seed=3, d_mlp=0)
+    assert b.cfg.attn_only and a.state_dict().keys() == b.state_dict().keys()
+    for k, v in a.state_dict().items():
+        assert torch.equal(v, b.state_dict()[k]), k
+    tokens, _ = tasks.sample(4, 5, 8, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(b(tokens), _reference_forward(b, tokens, mlp=False), atol=1e-5, rtol=0)
+    assert models.describe(a)["d_mlp"] == 0
+    assert models.describe(models.build_model(4, 5, 3, d_mlp=7))["d_mlp"] == 7
+
+
+@pytest.mark.parametrize("d_mlp", [-1, 2.0, True])
+def test_bad_d_mlp(d_mlp):
+    with pytest.raises(ValueError, match=f"d_mlp={d_mlp!r}"):
+        models.build_model(5, 2, 2, d_mlp=d_mlp)
