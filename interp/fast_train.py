@@ -23,7 +23,13 @@ One layer (:func:`_final_logits_1`), final query only, with ``x`` = the final po
         Gtok = (T W_Q + q_c) (T W_K)^T / attn_scale,  Gpos = (T W_Q + q_c) (W_pos W_K)^T / ...
     logits  = x W_U + m (W_V W_O W_U) + (b_V W_O + b_O) W_U + b_U,   m = sum_p a_p x0[p]
 
-where q_c = b_Q + W_pos[last] W_Q and ``sum_p a_p = 1``. ``q . b_K`` is the same for every key
+where q_c = b_Q + W_pos[last] W_Q and ``sum_p a_p = 1``. With an MLP (``d_mlp > 0``, one layer
+only) the final position's residual after attention, ``r = x + m W_V W_O + b_V W_O + b_O``, is
+formed in d_model ([batch, d_model], cheap) and ``(relu(r W_in + b_in) W_out + b_out) W_U`` is
+added to the logits: the MLP acts position-wise, so the final position's is the only one the
+loss reads. Two layers with an MLP would need layer 0's MLP at every position, which breaks the
+basis-row form below; :func:`check_model` refuses them and ``training.train_group`` trains them
+with the plain TransformerLens loop instead. ``q . b_K`` is the same for every key
 and cancels in the softmax, so b_K is left out (its exact gradient is 0; TransformerLens's is
 rounding noise); likewise in layer 0. ``m`` is ``a`` scattered onto the table rows times T, plus
 ``a W_pos``. Per input this costs gathers and O((V + P) d_model) products; everything of size
@@ -163,6 +169,7 @@ def token_indices(pairs: bool, n: int, tokens: Int[Tensor, "... pos"]) -> Int[Te
 # Parameters of an ensemble, stacked along a leading seed axis.
 
 _LAYER = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O")
+_MLP = ("W_in", "b_in", "W_out", "b_out")
 
 
 def check_model(model) -> None:
@@ -171,8 +178,10 @@ def check_model(model) -> None:
     problems = []
     if cfg.n_heads != 1:
         problems.append(f"n_heads={cfg.n_heads} (accepted: 1)")
-    if not cfg.attn_only:
-        problems.append("an MLP (accepted: attn_only)")
+    if not cfg.attn_only and cfg.n_layers != 1:
+        problems.append(f"an MLP with n_layers={cfg.n_layers} (accepted: attn_only, or an MLP with 1 layer)")
+    if not cfg.attn_only and cfg.act_fn != "relu":
+        problems.append(f"act_fn={cfg.act_fn!r} (accepted: relu)")
     if cfg.normalization_type is not None:
         problems.append(f"normalization_type={cfg.normalization_type!r} (accepted: None)")
     if cfg.attention_dir != "bidirectional":
@@ -221,6 +230,9 @@ def stack_params(models_: list) -> dict:
         for name in _LAYER:
             t = st(lambda m: getattr(m.blocks[layer].attn, name))
             ws[name] = t.squeeze(1) if name != "b_O" else t  # drop head_index (one head)
+        if not m0.cfg.attn_only:
+            for name in _MLP:
+                ws[name] = st(lambda m: getattr(m.blocks[layer].mlp, name))
         p["layers"].append(ws)
     return p
 
@@ -336,7 +348,15 @@ def _final_logits_1(p: dict, J: Tensor) -> Tensor:
     x = _rows(_T_at(p, W_U, rows=q_table) + uc, J_last[:1])  # x_last W_U + constants
     if J_last.shape[0] > 1:
         x = x + _rows(_T_at(p, W_U), J_last[1:])
-    return x + m @ W_VOU
+    logits = x + m @ W_VOU
+    if "W_in" in ws:  # the MLP at the final position, on the residual stream after attention
+        resid = _rows(_full_T(p), J_last) + m @ (ws["W_V"] @ ws["W_O"])  # [S, B, d_model]
+        c = ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]  # [S, 1, d_model]
+        if pos is not None:
+            c = c + pos[:, -1:]
+        hidden = torch.relu((resid + c) @ ws["W_in"] + ws["b_in"][:, None])  # [S, B, d_mlp]
+        logits = logits + (hidden @ ws["W_out"] + ws["b_out"][:, None]) @ W_U
+    return logits
 
 
 def seed_losses(p: dict, J: Tensor, answers: Int[Tensor, "seed batch"]) -> Float[Tensor, "seed"]:

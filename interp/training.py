@@ -4,9 +4,9 @@ Protocol, as the paper states it: Adam with learning rate 1e-3; every step draws
 of 256 random inputs (f a uniformly random permutation of [n] per input, the target key
 uniform; :func:`interp.tasks.sample`); cross-entropy on the final position's logits over the n
 outputs; at most 10,000 steps; a run stops as soon as its training-batch loss is below 0.01;
-test accuracy over 100 fresh batches. The model is the attention-only HookedTransformer of
+test accuracy over 100 fresh batches. The model is the HookedTransformer of
 :func:`interp.models.build_model` (one head, d_head = d_model, residual stream, no LayerNorm,
-no dropout, no MLP), and its own parameters are the ones trained.
+no dropout, attention-only unless ``d_mlp > 0``), and its own parameters are the ones trained.
 
 Where the paper is silent we choose, and every choice is a :class:`TrainConfig` field or a
 documented constant (see ``experiments/README.md``, "Training choices"):
@@ -24,7 +24,14 @@ documented constant (see ``experiments/README.md``, "Training choices"):
 Two engines compute the same function and gradients: ``"fast"`` (:mod:`interp.fast_train`,
 only the final position, regrouped, with seed ensembles) and ``"reference"`` (the plain
 TransformerLens loop: ``model(tokens)[:, -1]``, cross-entropy, Adam), kept as the ground truth
-for tests and the benchmark. The fast engine leaves out ``b_K``, which shifts every score of a
+for tests and the benchmark.
+
+``d_mlp > 0`` gives every block a ReLU MLP after attention (the paper's Section 2 allows any
+number of MLP layers beside the k attention layers; a one-layer attention-only softmax model
+cannot learn case 5 even at n = 2, :func:`interp.counterexample.find_counterexample_attention_only`).
+The fast engine computes one-layer MLP models exactly (the MLP at the final position only);
+two-layer MLP models go to the reference loop (:func:`fast_covers`), seed by seed, with the
+same data and test streams, stop rule, curve, non-finite handling and RunResult. The fast engine leaves out ``b_K``, which shifts every score of a
 query equally and so cancels in the softmax (its exact gradient is 0); it stays at its init.
 """
 
@@ -70,6 +77,8 @@ class TrainConfig:
     Defaults are the paper's values. ``curve_every`` (steps between the sampled points of the
     loss curve), ``init`` (TransformerLens init scheme) and ``function`` (``"permutation"``,
     the paper's experiments, or ``"any"``, the theorems' arbitrary f) are our choices.
+    ``d_mlp`` (0: attention-only, the default; > 0: a ReLU MLP of that width after the
+    attention of every block) is ours too; it enters :meth:`name` only when set.
     """
 
     case: int
@@ -86,6 +95,7 @@ class TrainConfig:
     curve_every: int = 50
     init: str = "gpt2"
     function: str = "permutation"
+    d_mlp: int = 0
 
     def __post_init__(self):
         if not _is_int(self.case) or self.case not in tasks.CASES:
@@ -118,6 +128,10 @@ class TrainConfig:
             raise ValueError(f"init={self.init!r}; accepted: one of {INITS}")
         if self.function not in tasks.FUNCTIONS:
             raise ValueError(f"function={self.function!r}; accepted: one of {tasks.FUNCTIONS}")
+        if not _is_int(self.d_mlp) or self.d_mlp < 0:
+            raise ValueError(
+                f"d_mlp={self.d_mlp!r}; accepted: an integer >= 0 (0: attention-only, no MLP)"
+            )
 
     @property
     def d_model(self) -> int:
@@ -135,14 +149,23 @@ class TrainConfig:
         return cls(**d)
 
     def name(self) -> str:
-        """A stable 12-hex-digit hash of every field (seed included): the run's name."""
-        text = json.dumps(self.to_dict(), sort_keys=True)
+        """A stable 12-hex-digit hash of every field (seed included): the run's name.
+
+        ``d_mlp`` is hashed only when it is set (> 0): attention-only runs keep the names they
+        had before the field existed, so older stores and checkpoints still match their configs.
+        """
+        d = self.to_dict()
+        if d["d_mlp"] == 0:
+            del d["d_mlp"]
+        text = json.dumps(d, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def label(self) -> str:
-        """A short readable description, e.g. ``case3 n100 d32 L1 pe=none seed0``."""
+        """A short readable description, e.g. ``case3 n100 d32 L1 pe=none seed0``
+        (``mlp128`` after the layers when each block has an MLP of width 128)."""
+        mlp = f" mlp{self.d_mlp}" if self.d_mlp else ""
         return (
-            f"case{self.case} n{self.n} d{self.d_token} L{self.n_layers} "
+            f"case{self.case} n{self.n} d{self.d_token} L{self.n_layers}{mlp} "
             f"pe={self.pos_embed} seed{self.seed}"
         )
 
@@ -201,7 +224,7 @@ def init_model(config: TrainConfig):
     with torch.random.fork_rng(devices=[]):
         model = models.build_model(
             config.case, config.n, config.d_token, config.n_layers, config.pos_embed,
-            seed=config.seed,
+            seed=config.seed, d_mlp=config.d_mlp,
         )
         if config.init == "pytorch":
             torch.manual_seed(config.seed)
@@ -230,7 +253,8 @@ def _pytorch_init(model) -> None:
 
     Embedding tables (W_E or the key/value tables, W_pos when learned) ~ N(0, 1); every
     projection ``x W + b`` with fan-in f: W and b ~ U(-1/sqrt f, 1/sqrt f) (``nn.Linear``'s
-    kaiming_uniform(a=sqrt 5)): W_Q, W_K, W_V and W_U with f = d_model, W_O with f = d_head.
+    kaiming_uniform(a=sqrt 5)): W_Q, W_K, W_V, W_U and the MLP's W_in with f = d_model, W_O
+    with f = d_head, the MLP's W_out with f = d_mlp.
     """
     for name, p in model.named_parameters():
         if not p.requires_grad:
@@ -239,7 +263,12 @@ def _pytorch_init(model) -> None:
             p.normal_(0.0, 1.0)
             continue
         leaf = name.rsplit(".", 1)[-1]
-        fan_in = model.cfg.d_head if leaf in ("W_O", "b_O") else model.cfg.d_model
+        if leaf in ("W_O", "b_O"):
+            fan_in = model.cfg.d_head
+        elif leaf in ("W_out", "b_out"):
+            fan_in = model.cfg.d_mlp
+        else:
+            fan_in = model.cfg.d_model
         bound = 1.0 / math.sqrt(fan_in)
         p.uniform_(-bound, bound)
 
@@ -366,6 +395,13 @@ def train_group(configs: list[TrainConfig], *, engine: str = "fast") -> list[Run
     from interp import fast_train
 
     with one_thread():
-        if engine == "reference":
+        if engine == "reference" or not fast_covers(configs[0]):
             return [train_reference(c) for c in configs]
         return fast_train.train_ensemble(configs)
+
+
+def fast_covers(config: TrainConfig) -> bool:
+    """Whether the fast engine computes this config's model: every attention-only model, and
+    one-layer models with an MLP (the MLP at the final position). Two layers with an MLP train
+    with the plain TransformerLens loop (:func:`train_reference`), seed by seed."""
+    return config.d_mlp == 0 or config.n_layers == 1

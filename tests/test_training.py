@@ -34,6 +34,8 @@ BAD_FIELDS = [
     dict(testcase_name="init", field="init", value="orthogonal"),
     dict(testcase_name="function", field="function", value="bijection"),
     dict(testcase_name="float n", field="n", value=10.0),
+    dict(testcase_name="d_mlp negative", field="d_mlp", value=-1),
+    dict(testcase_name="d_mlp bool", field="d_mlp", value=True),
 ]
 
 
@@ -58,11 +60,34 @@ def test_dict_round_trip_and_name():
     c = TrainConfig(case=5, n=20, d_token=200, n_layers=2, seed=3)
     d = json.loads(json.dumps(c.to_dict()))
     assert TrainConfig.from_dict(d) == c
+    assert d.pop("d_mlp") == 0  # attention-only: not hashed, so names predate the field
     expected = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
     assert c.name() == expected
+    assert TrainConfig.from_dict(d) == c  # dicts written before d_mlp existed still load
+    m = c.replace(d_mlp=64)
+    md = m.to_dict()
+    assert md["d_mlp"] == 64 and TrainConfig.from_dict(md) == m
+    assert m.name() == hashlib.sha256(json.dumps(md, sort_keys=True).encode()).hexdigest()[:12]
     assert c.replace(seed=4).name() != c.name()
     with pytest.raises(ValueError, match="unknown TrainConfig fields"):
         TrainConfig.from_dict({**d, "dropout": 0.1})
+
+
+def test_names_of_existing_runs_are_pinned():
+    """Names of attention-only runs are the ones stores hold from before d_mlp existed."""
+    assert TrainConfig(case=3, n=100, d_token=32).name() == "dca783ae7261"
+    assert TrainConfig(
+        case=5, n=10, d_token=32, n_layers=2, init="pytorch", seed=3
+    ).name() == "af145e45bfdf"
+    assert TrainConfig(case=3, n=100, d_token=32, d_mlp=0).name() == "dca783ae7261"
+    assert TrainConfig(case=3, n=100, d_token=32, d_mlp=128).name() != "dca783ae7261"
+
+
+def test_label_mentions_the_mlp():
+    assert TrainConfig(case=5, n=2, d_token=16, d_mlp=64).label() == (
+        "case5 n2 d16 L1 mlp64 pe=learned seed0"
+    )
+    assert "mlp" not in TrainConfig(case=5, n=2, d_token=16).label()
 
 
 def test_streams_are_distinct_per_seed_and_purpose():
@@ -205,3 +230,58 @@ def test_metrics_are_json():
     r = train(_tiny(max_steps=3))
     d = json.loads(json.dumps(r.metrics()))
     assert d["name"] == r.config.name() and d["config"] == dataclasses.asdict(r.config)
+
+
+def test_pytorch_initialisation_covers_the_mlp():
+    config = _tiny(case=5, d_token=16, d_mlp=64, init="pytorch")
+    m = init_model(config)
+    mlp = m.blocks[0].mlp
+    for p, fan_in in ((mlp.W_in, 16), (mlp.b_in, 16), (mlp.W_out, 64), (mlp.b_out, 64)):
+        bound = 1 / fan_in**0.5  # nn.Linear: U(+-1/sqrt(fan_in)), d_model = 16, d_mlp = 64
+        assert p.abs().max() <= bound and p.abs().max() > 0.8 * bound
+    assert torch.equal(init_model(config).blocks[0].mlp.W_out, mlp.W_out)  # seeded
+    gpt2 = init_model(config.replace(init="gpt2")).blocks[0].mlp  # TransformerLens's own
+    assert gpt2.W_in.abs().max() > 0 and not gpt2.b_in.any()
+
+
+def _all_case5_n2_inputs_right(model) -> bool:
+    tokens, _ = tasks.enumerate_inputs(5, 2, "permutation")
+    answers = torch.tensor([tasks.evaluate(5, 2, t) for t in tokens.tolist()])  # plain Python
+    with torch.no_grad():
+        return bool((model(tokens)[:, -1].argmax(-1) == answers).all())
+
+
+def test_one_layer_with_an_mlp_learns_case_5_at_n_2():
+    """The point of d_mlp: one attention layer + MLP learns case 5 at n = 2 to 100% on every
+    input, where no one-layer attention-only softmax model can exceed 75% (one of the four
+    separable inputs per query is wrong: find_counterexample_attention_only), which refuses it."""
+    from interp import counterexample
+
+    config = TrainConfig(case=5, n=2, d_token=4, d_mlp=16, lr=1e-2, init="pytorch",
+                         max_steps=1000, eval_batches=8, batch_size=128)
+    r = train(config)
+    assert r.status == "ok" and r.steps < 1000 and r.final_loss < 0.01
+    assert r.accuracy == 1.0 and _all_case5_n2_inputs_right(r.model)
+    with pytest.raises(ValueError, match="attn_only=False"):
+        counterexample.find_counterexample_attention_only(r.model)
+    # the same model without its MLP is attention-only: the argument finds a wrong input
+    assert TrainConfig.from_dict({**config.to_dict(), "d_mlp": 0}).d_mlp == 0
+    found = counterexample.find_counterexample_attention_only(init_model(config.replace(d_mlp=0)))
+    assert found.predicted != found.expected
+
+
+def test_two_layers_with_an_mlp_train_with_the_plain_loop():
+    """The fast engine covers one-layer MLP models only; two-layer ones go to the reference
+    loop, seed by seed, and train_group gives each seed what the reference engine gives."""
+    from interp.training import fast_covers
+
+    configs = [_tiny(case=5, n=3, n_layers=2, d_mlp=8, max_steps=10, eval_batches=1, seed=s)
+               for s in range(2)]
+    assert not fast_covers(configs[0]) and fast_covers(configs[0].replace(n_layers=1))
+    group = train_group(configs)
+    for r in group:
+        ref = train(r.config, engine="reference")
+        assert (r.steps, r.curve, r.accuracy, r.status) == (ref.steps, ref.curve, ref.accuracy, ref.status)
+        for p, q in zip(r.model.state_dict().values(), ref.model.state_dict().values()):
+            assert torch.equal(p, q)
+        assert r.model.blocks[1].mlp.W_in.shape == (4, 8)  # [d_model, d_mlp]
