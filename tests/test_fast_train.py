@@ -211,3 +211,45 @@ def test_non_finite_loss_stops_only_that_seed():
 def test_refuses_hard_attention():
     with pytest.raises(ValueError, match="attention modes"):
         ft.check_model(constructions.build(3, 4))
+
+
+@pytest.mark.parametrize("case,pos_embed", [(1, "learned"), (2, "none"), (3, "learned"), (5, "learned"), (4, "none")])
+@pytest.mark.parametrize("d_token", [3, 8])
+def test_one_layer_mlp_logits_and_gradients_match_transformer_lens(case, pos_embed, d_token):
+    config = TrainConfig(case=case, n=6, d_token=d_token, pos_embed=pos_embed, d_mlp=10, init="pytorch")
+    model = _perturbed(config)
+    tokens, answers = tasks.sample(case, 6, 32, generator=torch.Generator().manual_seed(1))
+    ref_logits = model(tokens)[:, -1]  # TransformerLens's own forward, MLP included
+    F.cross_entropy(ref_logits, answers).backward()
+    ref_grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.requires_grad}
+    assert ref_grads["blocks.0.mlp.W_in"].abs().sum() > 0
+    model.zero_grad(set_to_none=True)
+    logits = ft.model_final_logits(model, tokens)
+    F.cross_entropy(logits, answers).backward()
+    torch.testing.assert_close(logits, ref_logits, atol=1e-5, rtol=0)
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            grad = p.grad if p.grad is not None else torch.zeros_like(p)
+            torch.testing.assert_close(grad, ref_grads[name], atol=1e-5, rtol=0, msg=name)
+
+
+def test_refuses_two_layers_with_an_mlp():
+    model = init_model(TrainConfig(case=5, n=3, d_token=4, n_layers=2, d_mlp=8))
+    with pytest.raises(ValueError, match="an MLP with n_layers=2"):
+        ft.check_model(model)
+
+
+def test_mlp_100_steps_follow_the_plain_loop_and_seeds_group_exactly():
+    config = TrainConfig(case=5, n=4, d_token=8, d_mlp=16, init="pytorch", max_steps=100,
+                         stop_loss=0.0, curve_every=1, eval_batches=1, batch_size=64)
+    ref_losses, ref_model = _plain_loop(config, 100)
+    result = train(config)
+    torch.testing.assert_close(
+        torch.tensor([v for _, v in result.curve]), torch.tensor(ref_losses), atol=1e-4, rtol=0
+    )
+    for (name, p), q in zip(result.model.named_parameters(), ref_model.parameters()):
+        if not name.endswith("b_K"):  # exact gradient 0: the plain loop random-walks it
+            torch.testing.assert_close(p, q, atol=1e-3, rtol=0, msg=name)
+    short = [config.replace(max_steps=30, seed=s) for s in range(2)]
+    for r in train_group(short):
+        _assert_same_runs(r, train(r.config))
