@@ -4,9 +4,10 @@ A checkpoint is a directory::
 
     <path>/model.safetensors   the state dict (tensors only, safetensors format)
     <path>/config.json         format tag, the HookedTransformerConfig fields that shape the
-                               model, how the embedding is tied (pair tables, frozen W_pos),
-                               the attention modes, the sha256 of model.safetensors, and when
-                               known the TrainConfig and the run's metrics
+                               model (d_mlp only when there is an MLP), how the embedding
+                               is tied (pair tables, frozen W_pos), the attention modes,
+                               the sha256 of model.safetensors, and when known the
+                               TrainConfig and the run's metrics
 
 :func:`save` writes both files into a temporary sibling directory and renames it into place,
 so a killed save leaves either the old checkpoint or the new one, never half of one.
@@ -52,6 +53,8 @@ def _describe(model) -> dict:
 
     cfg = model.cfg
     desc = {k: getattr(cfg, k) for k in _CFG_FIELDS}
+    if not cfg.attn_only:  # only then: attention-only checkpoints keep their config.json
+        desc["d_mlp"] = cfg.d_mlp
     desc["dtype"] = str(cfg.dtype).replace("torch.", "")
     return dict(
         hooked_config=desc,

@@ -107,3 +107,24 @@ def test_load_never_unpickles(result, tmp_path, monkeypatch):
 def test_save_refuses_other_objects(tmp_path):
     with pytest.raises(ValueError, match="RunResult or a HookedTransformer"):
         checkpoints.save({"W": torch.zeros(2)}, tmp_path / "x")
+
+
+def test_round_trip_of_an_mlp_model(tmp_path):
+    # d_mlp = 12 is not TransformerLens's default 4 * d_model = 16: the width must be stored
+    r = train(TrainConfig(case=5, n=3, d_token=4, d_mlp=12, max_steps=5, eval_batches=1,
+                          batch_size=16))
+    path = checkpoints.save(r, tmp_path / "mlp")
+    meta = json.loads((path / "config.json").read_text())
+    assert meta["train_config"]["d_mlp"] == 12 and meta["model"]["hooked_config"]["d_mlp"] == 12
+    model = checkpoints.load(path)
+    assert not model.cfg.attn_only and model.cfg.d_mlp == 12
+    for (k, v), (k2, v2) in zip(model.state_dict().items(), r.model.state_dict().items()):
+        assert k == k2 and torch.equal(v, v2)
+    tokens, _ = _tokens(5, 3)
+    assert torch.equal(model(tokens), r.model(tokens))
+    assert TrainConfig.from_dict(meta["train_config"]) == r.config
+
+
+def test_attention_only_config_json_has_no_d_mlp(result, tmp_path):
+    meta = json.loads((checkpoints.save(result, tmp_path / "run") / "config.json").read_text())
+    assert "d_mlp" not in meta["model"]["hooked_config"]  # unchanged from older checkpoints
