@@ -57,7 +57,7 @@ import os
 import shutil
 import sqlite3
 import uuid
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -240,8 +240,18 @@ class Store:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
+        if self.path.is_dir():
+            raise ValueError(f"store path {self.path} is a folder; accepted: an SQLite file path")
+        _check_header(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, isolation_level=None)  # explicit transactions
+        try:
+            self._open()
+        except sqlite3.DatabaseError as e:  # not SQLite at all, or a foreign schema
+            self._db.close()
+            raise ValueError(f"{self.path} is not a results store: {e}") from None
+
+    def _open(self) -> None:
         self._db.execute("PRAGMA journal_mode=DELETE")
         self._db.execute("PRAGMA synchronous=FULL")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -339,10 +349,29 @@ class Store:
         return _Tx()
 
 
+@contextmanager
+def _not_a_store(path: Path):
+    """Turn SQLite's complaint about a file that is not a store into a ValueError naming it."""
+    try:
+        yield
+    except sqlite3.DatabaseError as e:  # "file is not a database", "no such table: runs", ...
+        raise ValueError(f"{path} is not a results store: {e}") from None
+
+
+def _check_header(path: Path) -> None:
+    """SQLite would take a short non-empty file of any bytes for a new database and overwrite
+    it; a store is empty or starts with SQLite's 16-byte header."""
+    if path.is_file() and path.stat().st_size:
+        with open(path, "rb") as f:
+            if f.read(16) != b"SQLite format 3\x00":
+                raise ValueError(f"{path} is not a results store: not an SQLite file")
+
+
 def _connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no results store at {path}; run `interp sweep` first")
+    _check_header(path)
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
 
 
@@ -386,7 +415,7 @@ def verify(path: str | os.PathLike, *, files: bool = False) -> dict[str, int]:
     raises, naming the run and the file).
     """
     path = Path(path)
-    with closing(_connect_readonly(path)) as db:
+    with closing(_connect_readonly(path)) as db, _not_a_store(path):
         return _verify_rows(db, path, files=files)
 
 
@@ -402,7 +431,7 @@ def read(path: str | os.PathLike, *, expand: bool = True):
     import pandas as pd
 
     path = Path(path)
-    with closing(_connect_readonly(path)) as db:
+    with closing(_connect_readonly(path)) as db, _not_a_store(path):
         db.execute("BEGIN")  # one snapshot for the check and the read
         _verify_rows(db, path, files=False)
         df = pd.read_sql_query("SELECT * FROM runs ORDER BY rowid", db)
@@ -431,5 +460,6 @@ def read_sweeps(path: str | os.PathLike):
     """The ``sweeps`` table (one row per ``interp sweep`` invocation) as a DataFrame."""
     import pandas as pd
 
-    with closing(_connect_readonly(path)) as db:
+    with closing(_connect_readonly(path)) as db, _not_a_store(path):
+        db.execute("SELECT id FROM sweeps LIMIT 1")  # a clear error before pandas wraps it
         return pd.read_sql_query("SELECT * FROM sweeps ORDER BY id", db)

@@ -177,9 +177,15 @@ def parse_where(items: Sequence[str] | None) -> dict[str, str]:
     where = {}
     for item in items or ():
         key, sep, value = item.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip():
             raise ValueError(f"--where {item!r}; accepted: FIELD=VALUE, e.g. case=5")
-        where[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if where.get(key, value) != value:
+            raise ValueError(
+                f"--where gives {key} two values ({where[key]!r}, {value!r}); accepted: one "
+                "value per field (run the sweep once per value)"
+            )
+        where[key] = value
     return where
 
 

@@ -184,3 +184,15 @@ def test_verify_files_finds_a_truncated_checkpoint_naming_the_run_and_file(tmp_p
     (ckpt / "model.safetensors").unlink()
     with pytest.raises(ValueError, match="run abc123"):
         store.verify(path, files=True)
+
+
+@pytest.mark.parametrize("content", [b"\x00", b"not a database at all" * 10, b"SQLite format 3\x00" + b"\xff" * 200])
+def test_a_file_that_is_not_a_store_is_refused_naming_it(tmp_path, content):
+    path = tmp_path / "store.sqlite"
+    path.write_bytes(content)
+    for open_it in (Store, store.read, store.read_sweeps, store.verify):
+        with pytest.raises(ValueError, match=rf"{path} is not a results store"):
+            open_it(path)
+    assert path.read_bytes() == content  # untouched (SQLite would have made a short file a database)
+    with pytest.raises(ValueError, match="is a folder"):
+        Store(tmp_path)
