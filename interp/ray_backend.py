@@ -47,6 +47,11 @@ def worker_env(threads: int) -> dict[str, str]:
     return env
 
 
+def task_options(threads: int) -> dict:
+    """Ray options of every task: one CPU, and :func:`worker_env` in its runtime_env."""
+    return {"num_cpus": 1, "runtime_env": {"env_vars": worker_env(threads)}}
+
+
 def _train_task(config_dicts: list[dict], sweep_name: str, threads: int):
     """What one Ray task runs: the local pool's worker set-up and worker function."""
     from interp import sweeps
@@ -85,9 +90,7 @@ def run_groups(
     try:
         slots = max(1, int(ray.cluster_resources().get("CPU", workers)))
         log.info("ray: %d CPU(s) for %d group(s)", slots, len(groups))
-        task = ray.remote(_train_task).options(
-            num_cpus=1, runtime_env={"env_vars": worker_env(threads)}
-        )
+        task = ray.remote(_train_task).options(**task_options(threads))
         queue = sorted(groups, key=_cost, reverse=True)  # longest first, as the local pool
         running: dict = {}
         try:

@@ -8,11 +8,12 @@ and TransformerLens's own forward pass on the checkpoints the Ray workers sent b
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
 
-from interp import checkpoints, cli, ray_backend, store, sweeps, training
+from interp import checkpoints, cli, fast_train, ray_backend, store, sweeps, training
 from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
 
 
@@ -20,18 +21,32 @@ def _rows(path):
     return store.read(path).set_index("name").sort_index()
 
 
-def test_ray_backend_gives_the_local_backends_store(tmp_path, capsys):
+def test_ray_backend_gives_the_local_backends_store(tmp_path, monkeypatch):
     import ray  # the [ray] extra, installed by `make test`
 
+    # MKL's mode (MKL_CBWR) changes the bits of a product and is fixed when a process first
+    # multiplies, which this one already may have: give the workers the mode it really has
+    if fast_train.mkl_reproducible():
+        monkeypatch.setenv("MKL_CBWR", "AUTO")
+    else:
+        monkeypatch.delenv("MKL_CBWR", raising=False)
     folder = make_sweep(tmp_path)  # 2 groups x 2 seeds, n = 5, 30 steps
     sw = sweeps.load(folder)
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     try:
-        assert cli.main(["sweep", str(folder), "--backend", "ray",
-                         "--store", str(tmp_path / "ray" / "store.sqlite")]) == 0
+        remote = sweeps.run_sweep(sw, store=tmp_path / "ray" / "store.sqlite", backend="ray")
+
+        def worker_view():  # local, so Ray ships it by value (workers cannot import tests/)
+            import os
+
+            return os.environ.get("MKL_CBWR"), os.environ.get("OMP_NUM_THREADS")
+
+        probe = ray.remote(worker_view).options(**ray_backend.task_options(1))
+        assert ray.get(probe.remote()) == (os.environ.get("MKL_CBWR"), "1")
     finally:
         ray.shutdown()
-    assert "4 trained now (0 failed) with Ray worker(s)" in capsys.readouterr().out
+    assert (remote.trained, remote.backend) == (4, "ray")
+    assert "4 trained now (0 failed) with Ray worker(s)" in sweeps.format_summary(remote)
     local = sweeps.run_sweep(sw, store=tmp_path / "local" / "store.sqlite", threads=1)
     assert local.trained == 4 and local.backend == "local"
 
