@@ -3,14 +3,19 @@ ValueError (CLI: exit code 2 and a message) that names the problem; never a cras
 torch and never a silent wrong answer."""
 
 import contextlib
+import dataclasses
 import io
+import math
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from interp import cli, constructions, models, tasks
+from interp import cli, constructions, models, tasks, training
+from interp.training import TrainConfig
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -103,14 +108,6 @@ def test_verify_cli_never_tracebacks(argv):
 
 
 # --------------------------------------------------------------------------- configs and the sweep CLI
-
-import dataclasses  # noqa: E402
-import math  # noqa: E402
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from interp import training  # noqa: E402
-from interp.training import TrainConfig  # noqa: E402
 
 
 def _int(x):
