@@ -67,6 +67,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def _to_completion(proc: subprocess.Popen, timeout: float = 300) -> str:
