@@ -12,8 +12,9 @@ CPU (``num_cpus=1``) and ``threads`` torch threads (default 1). It returns plain
 results as they finish (``ray.wait``) and hands them to the same ``commit`` as the local pool,
 so only the driver writes the store and its checkpoint folders, and resume, atomicity and
 integrity are the local backend's. The driver's ``MKL_CBWR`` (and OMP/MKL thread counts equal
-to ``threads``) travel to the workers in the task's ``runtime_env``, so a worker computes the
-same bits as the local backend on the same kind of CPU.
+to ``threads``) travel to the workers in the task's ``runtime_env``, and each task also sets
+the driver's MKL branch before it multiplies (:func:`interp.sweeps._init_worker`), so a worker
+computes the same bits as the local backend on the same kind of CPU.
 
 Ray is an optional extra (``pip install 'interp[ray]'``) and is imported only here, only when
 the Ray backend runs. Workers on other machines need the same ``interp`` (and torch) installed.
@@ -52,11 +53,12 @@ def task_options(threads: int) -> dict:
     return {"num_cpus": 1, "runtime_env": {"env_vars": worker_env(threads)}}
 
 
-def _train_task(config_dicts: list[dict], sweep_name: str, threads: int):
-    """What one Ray task runs: the local pool's worker set-up and worker function."""
+def _train_task(config_dicts: list[dict], sweep_name: str, threads: int, branch: int | None = None):
+    """What one Ray task runs: the local pool's worker set-up (threads, the driver's MKL
+    branch) and worker function."""
     from interp import sweeps
 
-    sweeps._init_worker(threads)
+    sweeps._init_worker(threads, branch)
     return sweeps.train_records(config_dicts, sweep_name)
 
 
@@ -77,7 +79,7 @@ def run_groups(
     groups that are really training. Ctrl-C (or any error) cancels the tasks still running;
     the store keeps what was committed.
     """
-    from interp.sweeps import _cost
+    from interp.sweeps import _cost, mkl_branch
 
     ray = require_ray()
     threads = threads or 1
@@ -91,6 +93,7 @@ def run_groups(
         slots = max(1, int(ray.cluster_resources().get("CPU", workers)))
         log.info("ray: %d CPU(s) for %d group(s)", slots, len(groups))
         task = ray.remote(_train_task).options(**task_options(threads))
+        branch = mkl_branch()  # the workers match it too (see interp.sweeps._init_worker)
         queue = sorted(groups, key=_cost, reverse=True)  # longest first, as the local pool
         running: dict = {}
         try:
@@ -99,7 +102,7 @@ def run_groups(
                     g = queue.pop(0)
                     if on_start is not None:
                         on_start(g)
-                    running[task.remote([c.to_dict() for c in g], sweep_name, threads)] = g
+                    running[task.remote([c.to_dict() for c in g], sweep_name, threads, branch)] = g
                 ready, _ = ray.wait(list(running), num_returns=1)
                 for ref in ready:
                     running.pop(ref)

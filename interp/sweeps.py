@@ -298,7 +298,35 @@ def environment(workers: int = 1, threads: int | None = None, backend: str = "lo
     }
 
 
-def _init_worker(threads: int) -> None:
+def _mkl():
+    """torch's MKL (ctypes), or None where torch has no MKL to talk to."""
+    import ctypes
+
+    import torch
+
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+        lib.mkl_serv_cbwr_get, lib.mkl_serv_cbwr_set  # noqa: B018 - both must exist
+    except (OSError, AttributeError):
+        return None
+    return lib if torch.backends.mkl.is_available() else None
+
+
+def mkl_branch() -> int | None:
+    """This process's MKL reproducibility branch (``mkl_cbwr_get``; what ``MKL_CBWR`` set when
+    MKL started, e.g. 1 = off, 2 = AUTO), or None without MKL."""
+    lib = _mkl()
+    return None if lib is None else int(lib.mkl_serv_cbwr_get(1))
+
+
+def _init_worker(threads: int, branch: int | None = None) -> None:
+    """Set up a worker process: torch threads, and the driver's MKL branch ``branch``.
+
+    MKL fixes its branch at its first product, from ``MKL_CBWR`` in the environment; the
+    driver's may already be fixed when a test (or a caller) changes the variable, so the
+    worker sets the driver's branch explicitly before it multiplies anything: pool and Ray
+    workers then compute the driver's bits (interp.fast_train stacks seeds only under CNR).
+    """
     import torch
 
     torch.set_num_threads(threads)
@@ -306,6 +334,13 @@ def _init_worker(threads: int) -> None:
         torch.set_num_interop_threads(1)
     except RuntimeError:  # already set in this process
         pass
+    lib = _mkl() if branch is not None else None
+    if lib is not None and int(lib.mkl_serv_cbwr_get(1)) != branch:
+        lib.mkl_serv_cbwr_set(branch)
+        if int(lib.mkl_serv_cbwr_get(1)) != branch:
+            log.warning("worker %d could not take the driver's MKL branch %d (it has %d): "
+                        "its bits may differ from the driver's", os.getpid(), branch,
+                        lib.mkl_serv_cbwr_get(1))
 
 
 # --------------------------------------------------------------------------- driver
@@ -451,7 +486,7 @@ def _run_pool(groups, sweep_name, workers, threads, on_start, commit) -> None:
         ctx = mp.get_context("spawn")
     queue = sorted(groups, key=_cost, reverse=True)  # longest first balances the pool
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(threads,))
+                               initargs=(threads, mkl_branch()))
     running = {}
     try:
         while queue or running:
