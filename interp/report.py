@@ -29,11 +29,17 @@ def paper_table(sweep: Sweep):
 
     if sweep.paper_csv is None:
         return None
-    df = pd.read_csv(sweep.paper_csv, dtype=str)
+    try:
+        df = pd.read_csv(sweep.paper_csv, dtype=str)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{sweep.paper_csv} is not a readable CSV: {e}") from e
     for col in ("max", "avg"):
         if col not in df.columns:
             raise ValueError(f"{sweep.paper_csv} has no {col!r} column; columns: {list(df.columns)}")
-        df[col] = df[col].astype(float)
+        try:
+            df[col] = df[col].astype(float)
+        except ValueError as e:
+            raise ValueError(f"{sweep.paper_csv}: column {col!r} holds a non-number ({e})") from e
     missing = [c for c in sweep.layout.paper.values() if c not in df.columns]
     if missing:
         raise ValueError(f"{sweep.paper_csv} lacks the columns {missing} that LAYOUT.paper names")
@@ -393,6 +399,9 @@ def write(sweep: Sweep, *, store: str | os.PathLike | None = None,
           out: str | os.PathLike | None = None) -> Written:
     """Render ``report.md`` and ``violins.png`` for ``sweep`` into ``out`` (default: its folder)."""
     store_path = Path(store) if store is not None else sweep.default_store
+    if store is not None and not store_path.is_file():
+        raise ValueError(f"--store {store_path}: no such store file; accepted: a results store "
+                         f"written by interp sweep (e.g. {sweep.default_store})")
     out = Path(out) if out is not None else sweep.root
     table = cells(sweep, runs(sweep, store_path), paper_table(sweep))
     log = store_mod.read_sweeps(store_path) if store_path.is_file() else None

@@ -130,3 +130,20 @@ def test_cli_report(filled, capsys):
     assert "8 of 12 runs" in out and (filled.root / "violins.png").is_file()
     assert cli.main(["report", str(filled.root / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("paper_text, names", [
+    ("case,pe,keys,d_token,max,avg\n1,learned,none,2,high,1.0\n", "'max' holds a non-number"),
+    ('case,pe,"d_token\n1,learned,2\n', "not a readable CSV"),
+])
+def test_cli_report_names_a_bad_paper_csv(filled, capsys, paper_text, names):
+    (filled.root / "paper.csv").write_text(paper_text)
+    assert cli.main(["report", str(filled.root)]) == 2
+    err = capsys.readouterr().err
+    assert "paper.csv" in err and names in err and "Traceback" not in err
+
+
+def test_cli_report_refuses_a_store_that_is_not_there(filled, tmp_path, capsys):
+    assert cli.main(["report", str(filled.root), "--store", str(tmp_path / "missing.sqlite")]) == 2
+    assert "missing.sqlite: no such store file" in capsys.readouterr().err
+    assert not (filled.root / "report.md").exists()  # nothing half-written
