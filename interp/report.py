@@ -399,9 +399,6 @@ def write(sweep: Sweep, *, store: str | os.PathLike | None = None,
           out: str | os.PathLike | None = None) -> Written:
     """Render ``report.md`` and ``violins.png`` for ``sweep`` into ``out`` (default: its folder)."""
     store_path = Path(store) if store is not None else sweep.default_store
-    if store is not None and not store_path.is_file():
-        raise ValueError(f"--store {store_path}: no such store file; accepted: a results store "
-                         f"written by interp sweep (e.g. {sweep.default_store})")
     out = Path(out) if out is not None else sweep.root
     table = cells(sweep, runs(sweep, store_path), paper_table(sweep))
     log = store_mod.read_sweeps(store_path) if store_path.is_file() else None
@@ -427,6 +424,9 @@ def run(args) -> int:
     import json
 
     sweep = load(args.dir)
+    if args.store is not None and not Path(args.store).is_file():  # a typo, not an empty report
+        raise ValueError(f"--store {args.store}: no such store file; accepted: a results store "
+                         f"written by interp sweep (e.g. {sweep.default_store})")
     written = write(sweep, store=args.store, out=args.out)
     if args.json:
         store_path = args.store or sweep.default_store
