@@ -205,12 +205,19 @@ def mechanism(row) -> str:
       the answer (qk_diag, ov_diag >= 0.95, follow >= 0.9);
     * ``inverted``: QK rows have their *minimum* on the diagonal and OV writes minus the value
       (qk_anti, ov_anti >= 0.95): attention avoids the matching slot;
-    * ``none``: neither (failed seeds, or a mechanism these measures do not name).
+    * ``mirror`` (two-layer case 5): the last layer puts >= 0.9 of its mass on the key position
+      2j with k_j = i* instead of the value position 2j + 1, and the answer is right on
+      arbitrary functions (acc_any >= 0.9): layer 0 moved each value back onto its key's
+      position, the paper's construction run backwards;
+    * ``none``: none of these (failed seeds, or a mechanism these measures do not name).
     """
     if row["qk_diag"] >= 0.95 and row["ov_diag"] >= 0.95 and row["follow"] >= 0.9:
         return "construction"
     if row["qk_anti"] >= 0.95 and row["ov_anti"] >= 0.95:
         return "inverted"
+    keypos = row.get("mass_keypos")
+    if keypos is not None and keypos == keypos and keypos >= 0.9 and row.get("acc_any", 0.0) >= 0.9:
+        return "mirror"
     return "none"
 
 
@@ -264,7 +271,7 @@ def answer(sub, case: int) -> str:
             f"{len(part)} partial ({seeds(part)})."]
     r2_cols = [c for c in sub.columns if c.startswith("r2_") and sub[c].notna().any()]
     key_src = {1: "r2_pos", 4: "r2_pos_value", 2: "r2_token_key", 3: "r2_token_key"}.get(case)
-    for kind in ("construction", "inverted", "none"):
+    for kind in ("construction", "inverted", "mirror", "none"):
         d = ok[ok.mechanism == kind]
         if not len(d):
             continue
@@ -295,6 +302,13 @@ def answer(sub, case: int) -> str:
                 s += ("and patching a single slot (which breaks the permutation) does not move "
                       "their answers. " if _mean(d, "acc_any") < 0.5 else
                       "Patching a single slot does not move their answers. ")
+        elif kind == "mirror":
+            s = (f"{head}: the construction run backwards.** The last layer attends the *key* "
+                 "position 2j with k_j = i* (not its value position 2j + 1), so the first layer "
+                 "must have moved each value back onto its key's position, where the paper's "
+                 "construction moves each key forward onto its value's; the answers stay right "
+                 "when f is an arbitrary function, so it is a lookup. (Attention mass, patching "
+                 "and the layer-0 measures below score the paper's direction.) ")
         else:
             s = (f"{head}: neither the construction's mechanism nor the inverted one** by these "
                  "measures. ")

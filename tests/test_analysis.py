@@ -139,6 +139,16 @@ def test_mechanism_names_inverted_circuits():
     assert analysis.mechanism({**row, "ov_anti": 0.2}) == "none"
 
 
+def test_mechanism_names_the_mirror_of_the_case5_construction():
+    # numbers of a successful two-layer case-5 seed (experiments/analysis/table2-n10.csv, d_token 100 seed 1)
+    row = dict(qk_diag=0.2, ov_diag=0.1, follow=0.0, qk_anti=0.0, ov_anti=0.0, mass=0.0,
+               mass_keypos=0.99, acc_any=1.0)
+    assert analysis.mechanism(row) == "mirror"
+    assert analysis.mechanism({**row, "acc_any": 0.1}) == "none"  # a permutation trick is not a lookup
+    assert analysis.mechanism({**row, "mass_keypos": 0.5}) == "none"
+    assert analysis.mechanism({**row, "mass_keypos": float("nan")}) == "none"  # cases 1-3 have no key position
+
+
 def test_anti_frac_of_a_negated_construction():
     """Negating W_O turns the construction's OV into minus the value: every row's minimum is on
     the diagonal (an independent hand-made inverted circuit)."""
