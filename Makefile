@@ -15,9 +15,9 @@ full: $(STAMP)  ## the paper's Tables 1 and 2
 test: $(STAMP) chromium  ## the test suite (what CI runs)
 	$(BIN)/python -m pytest -q
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev,ray]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,ray]'
 	touch $(STAMP)
 
 chromium:  ## Debian's headless Chromium, for the attention-view rendering test
