@@ -61,8 +61,18 @@ def _describe(model) -> dict:
         pair_embedding=models.has_pair_embedding(model),
         pos_embed_frozen=not model.pos_embed.W_pos.requires_grad,
         requires_grad=any(p.requires_grad for p in model.parameters()),
-        attention_modes=[list(m) for m in getattr(model, "attention_modes", [])],
+        attention_modes=[list(m) for m in getattr(model, "attention_modes", [])],  # as set_attention keeps them
+        **_ties(model),
     )
+
+
+def _ties(model) -> dict:
+    """``attention_ties`` ([rtol, atol] per layer) where a hard mode has a non-default tolerance;
+    nothing otherwise, so a checkpoint of default tolerances keeps its config.json."""
+    from interp import attention
+
+    ties = [list(m[2:]) for m in attention.modes(model)]
+    return {"attention_ties": ties} if any(t != [None, None] for t in ties) else {}
 
 
 def save(result_or_model, path, config=None) -> Path:
@@ -166,8 +176,9 @@ def load(path):
         for p in model.parameters():
             p.requires_grad_(False)
     modes = desc.get("attention_modes") or []
-    for layer, (mode, beta) in enumerate(modes):
+    ties = desc.get("attention_ties") or [[None, None]] * len(modes)
+    for layer, ((mode, beta), (rtol, atol)) in enumerate(zip(modes, ties, strict=True)):
         if (mode, beta) != ("softmax", 1.0):
-            attention.set_attention(model, mode, beta=beta, layers=[layer])
+            attention.set_attention(model, mode, beta=beta, layers=[layer], tie_rtol=rtol, tie_atol=atol)
     model.eval()
     return model

@@ -22,23 +22,26 @@ query position's own vector harmless:
 
 c-size (h d p): 1 * 4 * p for cases 1-4 and 1 * 7 * p for the two-layer case 5, where p is the
 precision; :data:`EXACT_UP_TO` records the largest n measured exact per dtype.
+
+Limits. Hard attention merges scores within the tie tolerance tau (:mod:`interp.attention`), so
+a construction is right only while its smallest score gap ``(1 - cos(2 pi / N)) / sqrt(d_hid)``
+stays above tau plus rounding. ``experiments/precision/measure.py`` measures, per case and
+dtype, the largest n on its grid at which the construction is exact with *twice* the default
+tolerance (a margin of one tau against rounding on other CPUs); ``build`` refuses every n
+beyond it, before allocating anything (the limit is in the message; ``check_precision=False``
+overrides, a size check against the machine's memory still applies).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 
 from interp import attention as attention_modes
-from interp import models, tasks
+from interp import models
+from interp.limits import DTYPES, EXACT_UP_TO, check_buildable, default_layers  # noqa: F401 - re-exported
 
-#: Largest n (on the grid of ``experiments/precision/measure.py``) up to which a construction
-#: was measured exact, for the (case, n_layers, dtype) where a larger grid n failed; ``build``
-#: refuses n beyond it. Filled from ``interp/precision_limits.json`` (written by that script);
-#: where no failure was seen up to the grid's top there is no entry and no refusal.
-EXACT_UP_TO: dict[tuple[int, int, torch.dtype], int] = {}
 
 
 def cs(k: torch.Tensor, N: int) -> torch.Tensor:
@@ -207,12 +210,6 @@ def _case_5(n: int, dtype: torch.dtype):
 
 
 _BUILDERS = {1: _case_1, 2: _case_2_3, 3: _case_2_3, 4: _case_4}
-DTYPES = (torch.float32, torch.float64)
-
-
-def default_layers(case: int) -> int:
-    return 2 if case == 5 else 1
-
 
 def build(
     case: int,
@@ -223,58 +220,26 @@ def build(
     beta: float = 1.0,
     dtype: torch.dtype = torch.float32,
     check_precision: bool = True,
+    tie_rtol: float | None = None,
+    tie_atol: float | None = None,
 ):
     """The paper's construction for ``case`` and table size ``n`` as a HookedTransformer.
 
     ``layers`` defaults to 1 (cases 1-4) or 2 (case 5); ``attention`` is installed on every
-    layer as permanent hooks (see :mod:`interp.attention`; ``remove_attention`` takes it off).
-    With ``check_precision`` a ValueError is raised when n is beyond the largest n measured
-    exact for this dtype (:data:`EXACT_UP_TO`), instead of answering wrong silently.
+    layer as permanent hooks (see :mod:`interp.attention`; ``remove_attention`` takes it off),
+    with the hard modes' tie tolerance ``tie_rtol``/``tie_atol`` (``None``: the dtype's default,
+    ``8 * eps``; see :mod:`interp.attention`). With ``check_precision`` a ValueError is raised
+    when n is beyond the largest n measured exact for this dtype (:data:`EXACT_UP_TO`), instead
+    of answering wrong silently; every refusal comes before any allocation
+    (:func:`check_buildable`).
     """
-    tasks.check_case(case)
-    tasks.check_n(n)
+    check_buildable(case, n, dtype, layers=layers, check_precision=check_precision)
     attention_modes.check_mode(attention, beta)
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype={dtype}; accepted: one of {DTYPES}")
     layers = default_layers(case) if layers is None else layers
-    if case == 5 and layers == 1:
-        raise ValueError(
-            "case 5 with one hard-attention layer has no construction: Theorem 3.6 proves none "
-            "exists for n >= 4 (leftmost, rightmost or average); use layers=2"
-        )
-    if layers != default_layers(case):
-        raise ValueError(
-            f"layers={layers} for case {case}; accepted: {default_layers(case)} (the paper's "
-            "construction)"
-        )
-    limit = EXACT_UP_TO.get((case, layers, dtype))
-    if check_precision and limit is not None and n > limit:
-        raise ValueError(
-            f"n={n} is beyond the largest n measured exact for case {case} in {dtype} "
-            f"(n <= {limit}); use dtype=torch.float64 or check_precision=False"
-        )
     model = (_case_5 if case == 5 else _BUILDERS[case])(n, dtype)
     for p in model.parameters():
         p.requires_grad_(False)
     model.eval()
     model.construction = dict(case=case, n=n, layers=layers, dtype=str(dtype).replace("torch.", ""))
-    attention_modes.set_attention(model, attention, beta=beta)
+    attention_modes.set_attention(model, attention, beta=beta, tie_rtol=tie_rtol, tie_atol=tie_atol)
     return model
-
-
-def _load_limits() -> None:
-    import json
-    from importlib import resources
-
-    try:
-        text = resources.files("interp").joinpath("precision_limits.json").read_text()
-    except FileNotFoundError:
-        warnings.warn("interp/precision_limits.json is missing: build() cannot check precision")
-        return
-    for row in json.loads(text):
-        if row["first_failure"] is None:
-            continue
-        EXACT_UP_TO[(row["case"], row["layers"], getattr(torch, row["dtype"]))] = row["exact_up_to"]
-
-
-_load_limits()

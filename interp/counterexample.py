@@ -114,7 +114,7 @@ def check_applies(model, attention_mode: str) -> int:
 
 def _with_mode(model, mode: str):
     """The model itself if it already runs ``mode`` on its layer, else a copy that does."""
-    if list(getattr(model, "attention_modes", [])) == [(mode, 1.0)]:
+    if [m[:2] for m in attention.modes(model)] == [(mode, 1.0)]:
         return model
     m = copy.deepcopy(model)
     attention.set_attention(m, mode)
@@ -272,9 +272,9 @@ def find_counterexample_attention_only(model) -> Counterexample:
             f"(attn_only, no LayerNorm); got n_layers={cfg.n_layers}, attn_only={cfg.attn_only}, "
             f"normalization_type={cfg.normalization_type!r} (an MLP can decode: Theorem 3.5)"
         )
-    modes = list(getattr(model, "attention_modes", None) or [("softmax", 1.0)])
-    if modes[0][0] != "softmax":
-        raise ValueError(f"attention={modes[0][0]!r}: use find_counterexample for hard attention")
+    mode = attention.modes(model)[0].mode
+    if mode != "softmax":
+        raise ValueError(f"attention={mode!r}: use find_counterexample for hard attention")
     n = cfg.d_vocab_out
     if cfg.d_vocab != n or cfg.n_ctx != 2 * n + 1 or n < 2:
         raise ValueError(

@@ -70,7 +70,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp import models, tasks
+from interp import attention, models, tasks
 
 log = logging.getLogger(__name__)
 
@@ -190,8 +190,8 @@ def check_model(model) -> None:
         problems.append(f"positional_embedding_type={cfg.positional_embedding_type!r}")
     if cfg.n_layers not in (1, 2):
         problems.append(f"n_layers={cfg.n_layers} (accepted: 1 or 2)")
-    modes = getattr(model, "attention_modes", None)
-    if modes and any(tuple(m) != ("softmax", 1.0) for m in modes):
+    modes = [m[:2] for m in attention.modes(model)]
+    if any(m != ("softmax", 1.0) for m in modes):
         problems.append(f"attention modes {modes} (accepted: plain softmax)")
     if problems:
         raise ValueError("the fast path cannot compute this model: " + "; ".join(problems))
@@ -613,25 +613,13 @@ def model_final_logits(model, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor,
 # Training an ensemble of seeds.
 
 
-@torch.inference_mode()
 def accuracy(model, config) -> float:
-    """Test accuracy over ``config.eval_batches`` batches of the run's test stream.
+    """Test accuracy over ``config.eval_batches`` batches of the run's test stream: the plain
+    trainer's :func:`interp.training.evaluate_accuracy` (the package's one evaluation pass,
+    :func:`interp.forward.predictions`), so both trainers count the same predictions."""
+    from interp.training import evaluate_accuracy
 
-    The same inputs as ``training.evaluate_accuracy`` (``sample_indices`` draws what
-    ``tasks.sample`` draws) and the same function, without forming tokens.
-    """
-    from interp.training import generator
-
-    check_model(model)
-    g = generator(config.seed, "test")
-    p = stack_params([model])
-    correct = 0
-    for _ in range(config.eval_batches):
-        J, answers = sample_indices(
-            config.case, config.n, config.batch_size, generator=g, function=config.function
-        )
-        correct += int((final_logits(p, J[:, None])[0].argmax(-1) == answers).sum())
-    return correct / (config.eval_batches * config.batch_size)
+    return evaluate_accuracy(model, config)
 
 
 def mkl_reproducible() -> bool:

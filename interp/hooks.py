@@ -37,7 +37,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp import tasks
+from interp import forward, tasks
 
 
 def check_model(model, case: int, n: int) -> None:
@@ -250,9 +250,9 @@ def attention_report(
 
 
 def predictions(model, tokens) -> Int[Tensor, "batch"]:
-    """``logits[:, -1].argmax(-1)``, the model's answer (no hooks added)."""
-    with torch.no_grad():
-        return model(tokens)[:, -1].argmax(-1)
+    """The model's answers: :func:`interp.forward.predictions` (the package's one evaluation
+    pass; equal to ``model(tokens)[:, -1].argmax(-1)``, tested)."""
+    return forward.predictions(model, tokens)
 
 
 def accuracy(model, case: int, n: int, tokens=None, *, batch_size: int = 512, seed: int = 0) -> float:

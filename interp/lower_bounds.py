@@ -24,8 +24,8 @@ import time
 
 import torch
 
+from interp import forward, tasks
 from interp import precision as P
-from interp import tasks
 
 
 def theorem_3_4_bound(n: int) -> float:
@@ -54,9 +54,9 @@ def error_rates(model, n: int, *, count: int = 8192, seed: int = 0) -> dict:
     out = {}
     with torch.no_grad():
         tokens, answers = tasks.sample(5, n, count, generator=g, function="permutation")
-        out["error_permutation"] = float((P.final_logits(model, tokens).argmax(-1) != answers).float().mean())
+        out["error_permutation"] = float((forward.predictions(model, tokens) != answers).float().mean())
         tokens, answers = theorem_3_7_inputs(n, count, g)
-        out["error_theorem37"] = float((P.final_logits(model, tokens).argmax(-1) != answers).float().mean())
+        out["error_theorem37"] = float((forward.predictions(model, tokens) != answers).float().mean())
     return out
 
 

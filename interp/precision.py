@@ -27,13 +27,11 @@ two hook points is float64, so p <= 52 is resolved exactly.
 Two forward passes compute this, and ``tests/test_precision.py`` checks they agree:
 
 * :func:`hooked_final_logits` rounds through real TransformerLens hooks on ``model(tokens)``.
-* :func:`final_logits`, the fast path: only the final query row of the last layer is computed
-  (a one-layer model reads only position 2n's query, so O(batch * pos * d) instead of
+* :func:`interp.forward.final_logits` with ``transform=``, the package's one evaluation pass:
+  only the final query row of the last layer is computed (O(batch * pos * d) instead of
   O(batch * pos^2 * d)), op for op as TransformerLens does it, calling the same per-hook
-  rounding on the same tensors. When the first layer's scores cannot depend on the tokens
-  (the coordinates W_E writes and the coordinates W_Q, W_K read are disjoint: true of case 5's
-  two-layer construction, whose first layer attends by position only) that layer's pattern is
-  computed once and shared by the whole batch; that is what makes n = 10^4 feasible.
+  rounding on the same tensors; a token-independent first layer (case 5's construction
+  attends by position only) is computed once per batch, which makes n = 10^4 feasible.
 
 Exact means: on every probe input the correct output is the unique maximum of the rounded
 logits (a tie counts as wrong). With ``reference=True`` (trained models) "correct" is the
@@ -55,7 +53,7 @@ import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator
+from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -63,13 +61,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from interp import tasks
-from interp.attention import pattern_from_scores
-
-try:  # TransformerLens's fused bias + matmul, so the MLP rounds as TransformerLens's does
-    from transformer_lens.utilities.addmm import batch_addmm
-except ImportError:  # pragma: no cover
-    def batch_addmm(bias, weight, x):
-        return (x.reshape(-1, x.shape[-1]) @ weight + bias).reshape(*x.shape[:-1], weight.shape[-1])
+from interp.forward import Transform, final_logits
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +69,6 @@ KINDS = ("fixed", "float")
 #: Largest p resolvable in float64 arithmetic (53-bit significand).
 MAX_BITS = {"fixed": 53, "float": 52}
 
-Transform = Callable[[str, Tensor], Tensor]
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,213 +156,7 @@ def max_abs_weight(model) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# forward passes
-
-
-def check_supported(model) -> None:
-    cfg = model.cfg
-    if cfg.normalization_type is not None:
-        raise ValueError(f"normalization_type={cfg.normalization_type!r}; accepted: None (no LayerNorm)")
-    if cfg.positional_embedding_type != "standard" or cfg.attention_dir != "bidirectional":
-        raise ValueError(
-            "precision's forward needs standard positional embeddings and bidirectional attention; "
-            f"got {cfg.positional_embedding_type!r}, {cfg.attention_dir!r}"
-        )
-    if not cfg.attn_only and (cfg.act_fn != "relu" or cfg.gated_mlp or cfg.parallel_attn_mlp):
-        raise ValueError(
-            f"MLP with act_fn={cfg.act_fn!r}, gated={cfg.gated_mlp}, parallel={cfg.parallel_attn_mlp}; "
-            "accepted: a plain ReLU MLP after attention"
-        )
-    if cfg.use_attn_result or cfg.use_split_qkv_input or cfg.use_hook_mlp_in:
-        raise ValueError("use_attn_result / use_split_qkv_input / use_hook_mlp_in are not supported")
-
-
-def _modes(model) -> list[tuple[str, float]]:
-    return list(getattr(model, "attention_modes", None) or [("softmax", 1.0)] * model.cfg.n_layers)
-
-
-def _project(x: Tensor, W: Tensor, b: Tensor) -> Tensor:
-    """[batch, pos, d_model] x [head_index, d_model, d_head] -> [batch, pos, head_index, d_head]
-    exactly as TransformerLens's ``simple_attn_linear`` (one F.linear)."""
-    h, d_model, d_head = W.shape
-    w = W.permute(0, 2, 1).reshape(h * d_head, d_model)
-    return F.linear(x, w, b.reshape(h * d_head)).reshape(x.shape[0], x.shape[1], h, d_head)
-
-
-def _pattern(scores: Tensor, mode: str, beta: float) -> Tensor:
-    """TransformerLens's softmax (beta = 1) or the mode's pattern, as interp.attention does it."""
-    if (mode, beta) == ("softmax", 1.0):  # TransformerLens's own pattern (NaN rows zeroed)
-        pattern = F.softmax(scores, dim=-1)
-        return torch.where(torch.isnan(pattern), torch.zeros_like(pattern), pattern)
-    return pattern_from_scores(scores, mode, beta)  # what the mode's hook puts in its place
-
-
-def token_independent_scores(model, layer: int = 0) -> bool:
-    """True when layer 0's scores depend on positions only.
-
-    Holds when no coordinate that W_E writes is read by W_Q or W_K: then resid_pre at those
-    coordinates is (rounded) W_pos alone, for every input, rounded or not.
-    """
-    if layer != 0:
-        return False
-    from interp.models import has_pair_embedding
-
-    attn = model.blocks[0].attn
-    if has_pair_embedding(model):  # W_E's columns are the key table's, then the value table's
-        tables = model.embed.parametrizations.W_E
-        written = torch.cat([(tables.original0 != 0).any(dim=0), (tables.original1 != 0).any(dim=0)])
-    else:
-        written = (model.embed.W_E != 0).any(dim=0)  # [d_model]
-    read = (attn.W_Q != 0).any(dim=(0, 2)) | (attn.W_K != 0).any(dim=(0, 2))  # [d_model]
-    return not bool((written & read).any())
-
-
-def _id(name, x):
-    return x
-
-
-class _SharedPattern:
-    """Layer 0's pattern for all query rows, computed once from one input (token-independent).
-
-    Stored sparse when every row has few non-zeros (hard attention): ``idx``/``w`` [h, L, K],
-    and z is the sum over k of w * v[idx] in ascending key order. Rows with one non-zero
-    (leftmost, rightmost) give z = 1.0 * v exactly, as the dense product does; two non-zeros
-    (case 5's average) add two terms, which is order-free. Otherwise (softmax) stored dense,
-    which needs pos <= MAX_DENSE.
-    """
-
-    MAX_K = 16
-    MAX_DENSE = 4096
-
-    def __init__(self, model, x0: Tensor, t: Transform, mode: str, beta: float, rows: int = 512):
-        attn = model.blocks[0].attn
-        L = x0.shape[1]
-        q = t("blocks.0.attn.hook_q", _project(x0, attn.W_Q, attn.b_Q))  # [1, L, h, dh]
-        k = t("blocks.0.attn.hook_k", _project(x0, attn.W_K, attn.b_K))  # [1, L, h, dh]
-        q_, k_ = q.permute(0, 2, 1, 3), k.permute(0, 2, 3, 1)  # [1, h, L, dh], [1, h, dh, L]
-
-        def rows_of(start):  # [h, r, L]
-            s = t("blocks.0.attn.hook_attn_scores", q_[:, :, start : start + rows] @ k_ / attn.attn_scale)
-            return t("blocks.0.attn.hook_pattern", _pattern(s, mode, beta).to(x0.dtype))[0]
-
-        self.dense = self.idx = self.w = None
-        idx, w = [], []
-        for start in range(0, L, rows):
-            p = rows_of(start)
-            nnz = int((p != 0).sum(-1).max())
-            if nnz > self.MAX_K:
-                break
-            rank = (p != 0) * torch.arange(L, 0, -1, dtype=torch.float32)  # earlier key: larger
-            top = rank.topk(max(nnz, 1), dim=-1).indices.sort(dim=-1).values  # ascending positions
-            idx.append(top)
-            w.append(p.gather(-1, top))
-        else:
-            K = max(i.shape[-1] for i in idx)
-            self.idx = torch.cat([F.pad(i, (0, K - i.shape[-1]), value=0) for i in idx], dim=1)
-            self.w = torch.cat([F.pad(x, (0, K - x.shape[-1]), value=0.0) for x in w], dim=1)
-            return
-        if L > self.MAX_DENSE:
-            raise ValueError(
-                f"layer 0 has rows with {nnz} non-zero weights at pos={L}; accepted: at most "
-                f"{self.MAX_K} per row (hard attention) or pos <= {self.MAX_DENSE}"
-            )
-        self.dense = torch.cat([rows_of(start) for start in range(0, L, rows)], dim=1)  # [h, L, L]
-
-    def z(self, v: Tensor) -> Tensor:
-        """v [batch, L, h, dh] -> z [batch, L, h, dh]."""
-        if self.dense is not None:
-            return (self.dense[None] @ v.permute(0, 2, 1, 3)).permute(0, 2, 1, 3)
-        vh = v.permute(2, 0, 1, 3)  # [h, batch, L, dh]
-        z = None
-        for kk in range(self.idx.shape[-1]):
-            i, w = self.idx[..., kk], self.w[..., kk]  # [h, L]
-            gathered = vh.gather(2, i[:, None, :, None].expand(-1, vh.shape[1], -1, vh.shape[3]))
-            term = w[:, None, :, None] * gathered
-            z = term if z is None else z + term
-        return z.permute(1, 2, 0, 3)
-
-
-def final_logits(
-    model,
-    tokens: Int[Tensor, "batch pos"],
-    transform: Transform | None = None,
-    *,
-    chunk: int | None = None,
-    cache: dict | None = None,
-) -> Float[Tensor, "batch d_vocab_out"]:
-    """``model(tokens)[:, -1]`` with ``transform(hook_name, activation)`` applied at every hook.
-
-    ``cache`` (a dict the caller keeps) lets calls with the same model and transform share the
-    token-independent first-layer pattern across batches.
-
-    The last layer is computed at the final query only; earlier layers at every position (once
-    for the whole batch when their scores are token-independent, see
-    :func:`token_independent_scores`). Mirrors TransformerLens op for op.
-    """
-    check_supported(model)
-    t = transform or _id
-    shared = {} if cache is None else cache
-    if chunk is not None and tokens.shape[0] > chunk:
-        return torch.cat([_final(model, x, t, shared) for x in tokens.split(chunk)], dim=0)
-    return _final(model, tokens, t, shared)
-
-
-def _embed(model, tokens: Tensor) -> Tensor:
-    """W_E[tokens]; pair-token models (cases 2-3) read their key and value tables directly
-    instead of materialising the (n*n + n)-row W_E (same values: see models.PairEmbedding)."""
-    from interp.models import has_pair_embedding
-
-    if not has_pair_embedding(model):
-        return model.embed.W_E[tokens]
-    tables = model.embed.parametrizations.W_E
-    key_table, value_table = tables.original0, tables.original1
-    n = key_table.shape[0]
-    is_pair = tokens < n * n
-    key = torch.where(is_pair, tokens // n, tokens - n * n)
-    value = torch.where(is_pair[..., None], value_table[tokens % n], torch.zeros_like(value_table[:1]))
-    return torch.cat([key_table[key], value], dim=-1)
-
-
-def _final(model, tokens: Tensor, t: Transform, shared: dict) -> Tensor:
-    cfg = model.cfg
-    B, L = tokens.shape
-    modes = _modes(model)
-    embed = t("hook_embed", _embed(model, tokens))  # [batch, pos, d_model]
-    pos = t("hook_pos_embed", model.pos_embed.W_pos[:L][None])  # [1, pos, d_model]
-    resid = t("blocks.0.hook_resid_pre", embed + pos)  # [batch, pos, d_model]
-    last = cfg.n_layers - 1
-    for layer in range(cfg.n_layers):
-        attn, name = model.blocks[layer].attn, f"blocks.{layer}"
-        mode, beta = modes[layer]
-        if layer > 0:
-            resid = t(f"{name}.hook_resid_pre", resid)
-        x_q = resid[:, -1:] if layer == last else resid  # [batch, query_pos, d_model]
-        v = t(f"{name}.attn.hook_v", _project(resid, attn.W_V, attn.b_V))  # [batch, pos, h, dh]
-        if layer == 0 and layer != last and token_independent_scores(model):
-            key = (L, id(model))
-            if key not in shared:
-                shared[key] = _SharedPattern(model, resid[:1], t, mode, beta)
-            z = t(f"{name}.attn.hook_z", shared[key].z(v))  # [batch, pos, h, dh]
-        else:
-            q = t(f"{name}.attn.hook_q", _project(x_q, attn.W_Q, attn.b_Q))  # [batch, qpos, h, dh]
-            k = t(f"{name}.attn.hook_k", _project(resid, attn.W_K, attn.b_K))  # [batch, pos, h, dh]
-            scores = q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1) / attn.attn_scale
-            scores = t(f"{name}.attn.hook_attn_scores", scores)  # [batch, h, query_pos, key_pos]
-            pattern = t(f"{name}.attn.hook_pattern", _pattern(scores, mode, beta).to(v.dtype))
-            z = t(f"{name}.attn.hook_z", (pattern @ v.permute(0, 2, 1, 3)).permute(0, 2, 1, 3))
-        w_o = attn.W_O.reshape(-1, cfg.d_model).T.contiguous()  # [d_model, h*dh]
-        attn_out = t(f"{name}.hook_attn_out", F.linear(z.reshape(B, z.shape[1], -1), w_o, attn.b_O))
-        if cfg.attn_only:
-            resid = t(f"{name}.hook_resid_post", x_q + attn_out)
-        else:
-            mlp = model.blocks[layer].mlp
-            mid = t(f"{name}.hook_resid_mid", x_q + attn_out)
-            pre = t(f"{name}.mlp.hook_pre", batch_addmm(mlp.b_in, mlp.W_in, mid))  # [batch, qpos, d_mlp]
-            post = t(f"{name}.mlp.hook_post", F.relu(pre))
-            out = t(f"{name}.hook_mlp_out", batch_addmm(mlp.b_out, mlp.W_out, post))
-            resid = t(f"{name}.hook_resid_post", mid + out)
-    resid = t("unembed.hook_in", resid[:, -1])  # [batch, d_model]
-    return t("unembed.hook_out", F.linear(resid, model.unembed.W_U.T.contiguous(), model.unembed.b_U))
+# forward passes: interp.forward.final_logits (transform=) and TransformerLens's own, hooked
 
 
 def hooked_final_logits(
@@ -518,7 +303,7 @@ def check(
 
     def forward(m, tokens, t):
         if method == "fast":
-            return final_logits(m, tokens, t, cache=cache)
+            return final_logits(m, tokens, transform=t, cache=cache)
         return hooked_final_logits(m, tokens, t)
 
     total = wrong = 0
@@ -588,7 +373,7 @@ def least_precision(
     with torch.no_grad():
         for tokens, answers in probes:
             if method == "fast":
-                logits = final_logits(base, tokens, rec, cache=cache)
+                logits = final_logits(base, tokens, transform=rec, cache=cache)
             else:
                 logits = hooked_final_logits(base, tokens, rec)
             total += len(answers)

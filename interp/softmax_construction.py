@@ -50,7 +50,7 @@ import time
 
 import torch
 
-from interp import models, tasks
+from interp import attention, forward, models, tasks
 
 DTYPES = (torch.float32, torch.float64)
 
@@ -132,7 +132,7 @@ def build(n: int, *, dtype: torch.dtype = torch.float64):
     for p in model.parameters():
         p.requires_grad_(False)
     model.eval()
-    model.attention_modes = [("softmax", 1.0)]
+    attention.remove_attention(model)  # TransformerLens's own softmax on its one layer
     model.construction = dict(case=5, n=n, layers=1, theorem="3.5", dtype=str(dtype).replace("torch.", ""))
     return model
 
@@ -151,8 +151,6 @@ def parameter_counts(model) -> dict:
 
 def accuracy(model, n: int, *, inputs: str = "random", count: int = 4096, function: str = "any", seed: int = 0) -> dict:
     """Accuracy on every input (``inputs="exhaustive"``, small n) or ``count`` random ones."""
-    from interp.precision import final_logits  # the fast path handles the MLP (interp.forward does not)
-
     if inputs == "exhaustive":
         tokens, answers = tasks.enumerate_inputs(5, n, function)
     else:
@@ -161,7 +159,7 @@ def accuracy(model, n: int, *, inputs: str = "random", count: int = 4096, functi
     chunk = max(1, 2**24 // (tokens.shape[1] * model.cfg.d_model))  # ~128 MB per activation
     with torch.no_grad():
         for t, a in zip(tokens.split(chunk), answers.split(chunk)):
-            correct += int((final_logits(model, t).argmax(-1) == a).sum())
+            correct += int((forward.predictions(model, t) == a).sum())
     return dict(inputs=len(answers), correct=correct, accuracy=correct / len(answers))
 
 

@@ -53,7 +53,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp import models, tasks
+from interp import forward, models, tasks
 
 log = logging.getLogger(__name__)
 
@@ -278,20 +278,22 @@ def trainable(model) -> list[torch.nn.Parameter]:
 
 
 def final_logits_reference(model, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch n"]:
-    """TransformerLens's own forward pass, final position: ``model(tokens)[:, -1]``."""
+    """TransformerLens's own forward pass, final position: ``model(tokens)[:, -1]`` (the plain
+    loop's training loss; evaluation uses :func:`interp.forward.predictions`)."""
     return model(tokens)[:, -1]
 
 
 @torch.inference_mode()
-def evaluate_accuracy(model, config: TrainConfig, logits_fn=final_logits_reference) -> float:
-    """Accuracy over ``config.eval_batches`` fresh batches from the run's test stream."""
+def evaluate_accuracy(model, config: TrainConfig) -> float:
+    """Accuracy over ``config.eval_batches`` fresh batches from the run's test stream, by the
+    package's one evaluation pass (:func:`interp.forward.predictions`), whichever trainer ran."""
     g = generator(config.seed, "test")
     correct = 0
     for _ in range(config.eval_batches):
         tokens, answers = tasks.sample(
             config.case, config.n, config.batch_size, generator=g, function=config.function
         )
-        correct += int((logits_fn(model, tokens).argmax(-1) == answers).sum())
+        correct += int((forward.predictions(model, tokens) == answers).sum())
     return correct / (config.eval_batches * config.batch_size)
 
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from interp import tasks
+from interp import forward, tasks
 
 PLANS = ("exhaustive", "random", "covering")
 EXHAUSTIVE_LIMIT = 5_000_000
@@ -99,25 +99,29 @@ def verify(
     attention: str = "leftmost",
     seed: int = 0,
     check_precision: bool = True,
+    tie_rtol: float | None = None,
+    tie_atol: float | None = None,
     progress=None,
 ) -> VerifyRow:
-    """Run the construction for (case, n) on a plan of inputs and count correct answers."""
+    """Run the construction for (case, n) on a plan of inputs and count correct answers.
+
+    ``tie_rtol``/``tie_atol``: the hard modes' tie tolerance (``None``: the dtype's default)."""
     from interp.constructions import build, default_layers
-    from interp.forward import final_logits
 
     if plan not in PLANS:
         raise ValueError(f"plan={plan!r}; accepted: one of {PLANS}")
     tasks.check_function(function)
     if plan == "random" and (not isinstance(inputs, int) or inputs < 1):
         raise ValueError(f"inputs={inputs!r}; accepted: an integer >= 1")
-    model = build(case, n, attention=attention, dtype=dtype, check_precision=check_precision)
+    model = build(case, n, attention=attention, dtype=dtype, check_precision=check_precision,
+                  tie_rtol=tie_rtol, tie_atol=tie_atol)
     g = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
     correct = checked = 0
     chunk = _chunk(case, n, default_layers(case))
     with torch.inference_mode():
         for tokens in _batches(case, n, plan, function, inputs, g, chunk):
-            pred = final_logits(model, tokens).argmax(-1)
+            pred = forward.predictions(model, tokens)
             correct += int((pred == tasks.answers(case, n, tokens)).sum())
             checked += tokens.shape[0]
             if progress is not None:
@@ -175,9 +179,11 @@ def plan_from_args(args) -> list[dict]:
             for c in cases
             for n in ns
         ]
-    for row in plan:
-        tasks.check_case(row["case"]), tasks.check_n(row["n"])
+    from interp.limits import check_buildable
+
+    for row in plan:  # every refusal before the first row runs
         row.update(dtype=getattr(torch, args.dtype), attention=args.attention)
+        check_buildable(row["case"], row["n"], row["dtype"])
         total = tasks.count_inputs(row["case"], row["n"], row["function"])
         if row["plan"] == "exhaustive" and total > EXHAUSTIVE_LIMIT:
             raise ValueError(

@@ -190,10 +190,10 @@ def test_bad_arguments(kwargs, match):
 
 
 def test_build_refuses_n_beyond_the_measured_precision_limit():
-    # experiments/precision/measure.py found float32 case 1 exact up to n = 9742 and wrong at
-    # 11585 (interp/precision_limits.json); build refuses instead of answering wrong silently
+    # experiments/precision/measure.py found float32 case 1 exact (at twice the tie tolerance)
+    # up to a grid n above 1000 and wrong at the next (interp/precision_limits.json); build
+    # refuses instead of answering wrong silently (every case and dtype: tests/test_exact.py)
     limit = constructions.EXACT_UP_TO[(1, 1, torch.float32)]
     assert 1000 < limit < 20000
     with pytest.raises(ValueError, match=f"n <= {limit}"):
         constructions.build(1, limit + 1)
-    assert (1, 1, torch.float64) not in constructions.EXACT_UP_TO  # no failure seen in float64

@@ -9,10 +9,10 @@ from interp.forward import final_logits
 
 @pytest.mark.parametrize("case", tasks.CASES)
 @pytest.mark.parametrize("pos_embed", ["learned", "none"])
-@pytest.mark.parametrize("n_layers", [1, 2])
-def test_logits_and_gradients_match_transformer_lens(case, pos_embed, n_layers):
+@pytest.mark.parametrize("n_layers,d_mlp", [(1, 0), (2, 0), (1, 16), (2, 16)])
+def test_logits_and_gradients_match_transformer_lens(case, pos_embed, n_layers, d_mlp):
     n = 6
-    model = models.build_model(case, n, 4, n_layers=n_layers, pos_embed=pos_embed, seed=1)
+    model = models.build_model(case, n, 4, n_layers=n_layers, pos_embed=pos_embed, seed=1, d_mlp=d_mlp)
     with torch.no_grad():  # non-zero biases so that every term is exercised
         for name, p in model.named_parameters():
             if name.split(".")[-1].startswith("b_"):
@@ -24,7 +24,7 @@ def test_logits_and_gradients_match_transformer_lens(case, pos_embed, n_layers):
     params = [p for p in model.parameters() if p.requires_grad]
     g_ref = torch.autograd.grad(torch.nn.functional.cross_entropy(ref, answers), params)
     g_fast = torch.autograd.grad(torch.nn.functional.cross_entropy(fast, answers), params)
-    for a, b in zip(g_fast, g_ref):
+    for a, b in zip(g_fast, g_ref, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
@@ -49,7 +49,13 @@ def test_constructions_bitwise(case):
 def test_rejects_models_it_does_not_cover():
     from transformer_lens import HookedTransformer, HookedTransformerConfig
 
-    cfg = HookedTransformerConfig(n_layers=1, d_model=4, n_ctx=4, d_head=4, d_vocab=3, act_fn="relu", d_mlp=8,
-                                  normalization_type=None)
-    with pytest.raises(ValueError, match="attention-only"):
-        final_logits(HookedTransformer(cfg), torch.zeros(1, 4, dtype=torch.long))
+    base = dict(n_layers=1, d_model=4, n_ctx=4, d_head=4, d_vocab=3, normalization_type=None)
+    refused = [
+        (dict(act_fn="gelu", d_mlp=8, attention_dir="bidirectional"), "act_fn='gelu'"),
+        (dict(attn_only=True, attention_dir="causal"), "bidirectional"),
+        (dict(attn_only=True, attention_dir="bidirectional", normalization_type="LN"), "LayerNorm"),
+    ]
+    for extra, message in refused:
+        cfg = HookedTransformerConfig(**{**base, **extra})
+        with pytest.raises(ValueError, match=message):
+            final_logits(HookedTransformer(cfg), torch.zeros(1, 4, dtype=torch.long))

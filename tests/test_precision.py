@@ -6,7 +6,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from interp import attention, constructions, models, softmax_construction, tasks
+from interp import attention, constructions, forward, models, softmax_construction, tasks
 from interp import precision as P
 
 
@@ -76,10 +76,10 @@ def test_fast_path_equals_transformer_lens_hooks(kind, bits):
         m = P.as_float64(model)
         tokens, _ = tasks.sample(case, n, 12, function="any")
         # unrounded: the fast path is TransformerLens's forward
-        torch.testing.assert_close(P.final_logits(m, tokens), m(tokens)[:, -1], rtol=0, atol=1e-12)
+        torch.testing.assert_close(forward.final_logits(m, tokens), m(tokens)[:, -1], rtol=0, atol=1e-12)
         fmt = P.Format(kind, bits, 3 if kind == "fixed" else 0)
         mr = P.as_float64(m, fmt)
-        fast = P.final_logits(mr, tokens, fmt.transform())
+        fast = forward.final_logits(mr, tokens, transform=fmt.transform())
         hooked = P.hooked_final_logits(mr, tokens, fmt.transform())
         assert torch.equal(fast, hooked), label
         assert not any(h for hp in mr.hook_dict.values() for h in hp.fwd_hooks if not h.is_permanent)
@@ -89,7 +89,7 @@ def test_every_hook_is_visited():
     m = P.as_float64(softmax_construction.build(3))
     tokens, _ = tasks.sample(5, 3, 4)
     seen_fast, seen_hooks = P.MaxAbs(), P.MaxAbs()
-    P.final_logits(m, tokens, seen_fast)
+    forward.final_logits(m, tokens, transform=seen_fast)
     P.hooked_final_logits(m, tokens, seen_hooks)
     assert set(seen_fast.per_hook) == set(seen_hooks.per_hook)
     assert {"hook_embed", "blocks.0.attn.hook_attn_scores", "blocks.0.attn.hook_pattern", "blocks.0.mlp.hook_pre",
