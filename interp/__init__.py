@@ -1,48 +1,49 @@
 """interp: how small transformers evaluate functions f: [n] -> [n].
 
 A toolkit around Strobl, Angluin & Frank, "Concise One-Layer Transformers Can Do Function
-Evaluation (Sometimes)": the five input presentations (:mod:`interp.tasks`), TransformerLens
-``HookedTransformer`` models for them (:mod:`interp.models`), hard and softmax attention through
-hooks (:mod:`interp.attention`), the paper's constructions as exact weights
-(:mod:`interp.constructions`), and the one evaluation forward pass (:mod:`interp.forward`).
+Evaluation (Sometimes)". Four stages, each a sub-package; imports point down the list only:
+
+* :mod:`interp.core` - the tasks (five input presentations, plain-Python reference), the
+  ``HookedTransformer`` models, attention modes and their tie rule, the paper's constructions
+  as exact weights, their measured limits, the one evaluation forward pass, ``verify``.
+* :mod:`interp.training` - run configs and results, the plain TransformerLens trainer and the
+  fast exact engine, checkpoints, the results store, sweeps, workers (process pool, Ray),
+  reports beside the paper's tables.
+* :mod:`interp.inspect` - hooks, probes (cos/sin encodings), circuits (QK/OV), patching,
+  per-seed analysis of sweeps, circuitsvis and matplotlib views.
+* :mod:`interp.theory` - beyond the paper: precision and temperature laws, Theorem 3.6 as a
+  counterexample finder, Theorem 3.5 with an explicit MLP, lower bounds for trained models.
+* :mod:`interp.cli` - the ``interp`` command line; the only place that prints.
+
+The names most sessions need are here: ``interp.build``, ``interp.train``,
+``interp.train_group``, ``interp.TrainConfig``, ``interp.RunResult``, ``interp.load``,
+``interp.save``, ``interp.find_counterexample`` and the modules ``interp.tasks``,
+``interp.models``, ``interp.attention``, ``interp.constructions``, ``interp.forward``. They are
+imported on first use (PEP 562), so ``interp --help`` and the CLI's refusals of bad input answer
+before TransformerLens loads.
 
 Axis names follow TransformerLens throughout: ``batch``, ``pos``, ``d_model``, ``head_index``,
 ``d_head``, ``query_pos``, ``key_pos``, ``d_vocab``; ``n`` is the table size.
-
-Names are imported on first use (PEP 562), so ``interp --help`` and the CLI's refusals of bad
-input answer before TransformerLens loads.
 """
 
-import importlib
+from interp._lazy import exports
 
-#: public name -> the module that defines it (a module itself where the two are equal)
+#: public name -> the module that defines it (the module itself for the module names)
 _EXPORTS = {
-    "attention": "interp.attention",
-    "constructions": "interp.constructions",
-    "forward": "interp.forward",
-    "models": "interp.models",
-    "tasks": "interp.tasks",
-    "build": "interp.constructions",
-    "load": "interp.checkpoints",
-    "save": "interp.checkpoints",
-    "find_counterexample": "interp.counterexample",
-    "RunResult": "interp.training",
-    "TrainConfig": "interp.training",
-    "train": "interp.training",
-    "train_group": "interp.training",
+    "attention": "interp.core.attention",
+    "constructions": "interp.core.constructions",
+    "forward": "interp.core.forward",
+    "models": "interp.core.models",
+    "tasks": "interp.core.tasks",
+    "build": "interp.core.constructions",
+    "load": "interp.training.checkpoints",
+    "save": "interp.training.checkpoints",
+    "find_counterexample": "interp.theory.counterexample",
+    "RunResult": "interp.training.runs",
+    "TrainConfig": "interp.training.runs",
+    "train": "interp.training.trainer",
+    "train_group": "interp.training.trainer",
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'interp' has no attribute {name!r}")
-    module = importlib.import_module(_EXPORTS[name])
-    value = module if module.__name__ == f"interp.{name}" else getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = exports(__name__, _EXPORTS, globals())

@@ -4,7 +4,7 @@ For each config it times, in interleaved blocks (so load from other processes hi
 
 * ``reference``: the plain loop, ``tasks.sample`` -> ``model(tokens)[:, -1]`` ->
   cross-entropy -> Adam, on one HookedTransformer;
-* ``ours x1``: :class:`interp.fast_train.Ensemble` with one seed (what ``interp.train`` does);
+* ``ours x1``: :class:`interp.training.fast_train.Ensemble` with one seed (what ``interp.train`` does);
 * ``ours x5``: the 5 seeds of a table cell as one ensemble (what ``interp.train_group`` does),
   reported per seed-step; stacked over seeds when MKL runs reproducibly (``MKL_CBWR``, set
   here before torch loads), else one seed at a time (see ``fast_train.mkl_reproducible``).
@@ -31,8 +31,9 @@ import time  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from interp import fast_train, tasks  # noqa: E402
-from interp.training import TrainConfig, generator, init_model, trainable  # noqa: E402
+from interp.core import tasks  # noqa: E402
+from interp.training import fast_train
+from interp.training.trainer import TrainConfig, generator, init_model, trainable  # noqa: E402
 
 #: (label, config): the paper's Table 1 and Table 2 settings.
 CONFIGS = [

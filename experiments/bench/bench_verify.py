@@ -1,8 +1,8 @@
-"""Verification speed: TransformerLens's full forward vs interp.forward.final_logits, side by side.
+"""Verification speed: TransformerLens's full forward vs interp.core.forward.final_logits, side by side.
 
 For each construction at n = 1000, time both paths on the same random inputs in one process,
 check they give the same predictions, and print ms per input, the ratio, and the wall time of
-`interp.verify.verify` on 10,000 inputs (the issue's target: under 10 s on 2 cores).
+`interp.core.verify.verify` on 10,000 inputs (the issue's target: under 10 s on 2 cores).
 The TransformerLens baseline materialises [batch, pos, pos] scores, so it runs on a subset.
 
     .venv/bin/python experiments/bench/bench_verify.py [--out experiments/bench/verify_results.md]
@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from interp import constructions, tasks, verify
-from interp.forward import final_logits
+from interp.core import constructions, tasks, verify
+from interp.core.forward import final_logits
 
 
 def timed(fn, *args):

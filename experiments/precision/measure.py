@@ -1,13 +1,13 @@
 """Largest n at which each construction stays exact, per dtype (issue: precision of `build`).
 
 For every construction and dtype, walk a geometric grid of n (ratio 2^(1/4)) and check the
-construction on the covering inputs of `interp.verify` (every target key under three functions,
+construction on the covering inputs of `interp.core.verify` (every target key under three functions,
 so every attention comparison and every output value is exercised) plus random inputs, with
-hard attention's tie tolerance at TWICE its default (`interp.attention.TIE_ULPS`): a model exact
+hard attention's tie tolerance at TWICE its default (`interp.core.attention.TIE_ULPS`): a model exact
 there keeps a margin of one default tolerance between its smallest score gap and what the
 default merges, so rounding that differs between CPUs (an ulp or two) cannot change an answer.
 The limit is the largest grid n such that every grid n' <= n was exact. Writes
-`interp/precision_limits.json` (read by `interp.constructions.build`, which refuses every n
+`interp/core/precision_limits.json` (read by `interp.core.constructions.build`, which refuses every n
 beyond the limit) and `experiments/precision/limits.md`.
 
     .venv/bin/python experiments/precision/measure.py   # about an hour on 2 cores; resumable
@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from interp import attention, verify
+from interp.core import attention, verify
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # cases 2-3 have n*n + n pair tokens: TransformerLens allocates that W_E before it is replaced
@@ -65,7 +65,7 @@ def main() -> None:
             print(row, file=sys.stderr, flush=True)
             results.append(row)
             CACHE.write_text(json.dumps(results, indent=1))
-    (ROOT / "interp" / "precision_limits.json").write_text(json.dumps(results, indent=1) + "\n")
+    (ROOT / "interp" / "core" / "precision_limits.json").write_text(json.dumps(results, indent=1) + "\n")
     lines = ["| case | layers | dtype | exact up to n | first failure on the grid | grid top | seconds |",
              "|---|---|---|---|---|---|---|"]
     for r in results:

@@ -6,8 +6,8 @@ paper's protocol (TrainConfig's defaults), init="pytorch". Run with
 ``interp sweep experiments/table1``, render with ``interp report experiments/table1``.
 """
 
-from interp.sweeps import Layout
-from interp.training import TrainConfig
+from interp.training.sweeps import Layout
+from interp.training.trainer import TrainConfig
 
 # The paper does not say how its models were initialised. "pytorch" (nn.Embedding N(0, 1),
 # nn.Linear U(+-1/sqrt(fan_in))) is what a plain PyTorch model gets; TransformerLens's "gpt2"

@@ -1,7 +1,7 @@
 """Table 2's one-layer rows again, with a position-wise ReLU MLP after the attention layer.
 
 Why: a one-layer *attention-only* softmax model cannot exceed 75% on case 5 even at n = 2
-(``interp.counterexample.find_counterexample_attention_only``: logit_1 - logit_0 has the sign
+(``interp.theory.counterexample.find_counterexample_attention_only``: logit_1 - logit_0 has the sign
 of A(k0) + B(v0) + C, which cannot be an XOR), yet the paper reports 100% at n = 2 with one
 layer; its Section 2 counts only attention layers ("any number of MLP layers"), so its models
 very likely had an MLP. Rows: n in 2, 5, 10, one layer; columns: d_token 16, 32, 100, 200;
@@ -11,8 +11,8 @@ paper does not give a width). Run with ``interp sweep experiments/table2-mlp``, 
 ``interp report experiments/table2-mlp``.
 """
 
-from interp.sweeps import Layout
-from interp.training import TrainConfig
+from interp.training.sweeps import Layout
+from interp.training.trainer import TrainConfig
 
 INIT = "pytorch"  # as experiments/table2
 MLP_RATIO = 4  # d_mlp = MLP_RATIO * d_model (d_model = d_token in case 5): our choice

@@ -1,0 +1,60 @@
+"""The ``interp`` command line (also ``python -m interp``).
+
+Each subcommand lives in its own module, which defines ``add_arguments(parser)`` and
+``run(args) -> int``; :data:`COMMANDS` maps the subcommand name to that module and a one-line
+help. Modules are imported only when their subcommand runs, so ``interp --help`` stays quick.
+Library code logs and returns data; only these ``run`` functions print.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+#: name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "verify": ("interp.core.verify", "check every construction against a plain-Python evaluator"),
+    "precision": ("interp.theory.precision", "least bits p at which each construction stays exact, vs n (fit, c-size, Thm 3.4)"),
+    "temperature": ("interp.theory.temperature", "least softmax inverse temperature at which each construction is exact, vs n"),
+    "counterexample": ("interp.theory.counterexample", "Theorem 3.6: an input a one-layer hard-attention case-5 model gets wrong"),
+    "theorem35": ("interp.theory.softmax_construction", "Theorem 3.5 with an explicit MLP: exactness and parameter counts vs n"),
+    "lower-bounds": ("interp.theory.lower_bounds", "trained one-layer case-5 models: h, d, measured p, error vs Theorems 3.4/3.7"),
+    "sweep": ("interp.training.sweeps", "train a sweep folder's configs into its results store (resumable)"),
+    "report": ("interp.training.report", "render a sweep's table beside the paper's and its violin plots"),
+    "run": ("interp.cli.pipeline", "the main job: verify, train the demo sweep (--full: Tables 1, 2), report"),
+    "probe": ("interp.cli.probe", "measure one model (checkpoint or --construction): attention, probes, circuits"),
+    "viz": ("interp.cli.viz", "write a model's attention HTML (offline) and circle/QK/OV/spectrum PNGs"),
+    "analyze-sweep": ("interp.cli.analysis", "per-seed measures of a sweep's bimodal configs, with written answers"),
+}
+
+
+def _parser(chosen: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="interp", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.set_defaults(_module=module)
+        if name == chosen:  # import only the module of the subcommand that runs
+            importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    # MKL reads MKL_CBWR when torch first multiplies: set before anything imports torch, it
+    # makes products independent of memory alignment, so a sweep's seeds train stacked with
+    # the same bits as alone (interp.training.fast_train.mkl_reproducible). An explicit value wins.
+    os.environ.setdefault("MKL_CBWR", "AUTO")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    args = _parser(chosen if chosen in COMMANDS else None).parse_args(argv)
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except ValueError as e:  # bad input: a clear message, not a traceback
+        print(f"interp {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""``interp run``: the main job, as a list of steps.
+
+With no flags it runs a quick but real pipeline (a few minutes on 2 cores), writing under
+``results/``:
+
+1. ``verify``: every construction against the reference evaluator (:mod:`interp.core.verify`'s
+   quick plan: exhaustive at n = 3, random inputs at n = 100) -> ``results/verify.md``;
+2. ``train``: the small demo sweep ``experiments/demo`` (:mod:`interp.training.sweeps`) -> the store
+   ``results/store.sqlite`` and checkpoints ``results/checkpoints/``;
+3. ``report``: the demo's table and violins (:mod:`interp.training.report`) -> ``results/report.md``,
+   ``results/violins.png``;
+4. ``analyze``: for each sweep, whether the successful seeds recover the construction
+   (:func:`interp.inspect.analysis.pipeline_step`) -> ``results/analysis.md`` (+ ``.csv``,
+   ``-violins.png``) and ``results/attention.html`` of the best checkpoint.
+
+``--full`` verifies with the full plan (n up to 1000) and trains and reports the paper's
+Tables 1 and 2 (``experiments/table1``, ``experiments/table2``) into their own folders
+(``experiments/tableN/results/store.sqlite``, ``experiments/tableN/report.md``,
+``violins.png``). Every sweep resumes: a rerun trains only what is missing.
+
+Extending. :data:`STEPS` is the pipeline: a list of :class:`Step` (name, help, function of a
+:class:`Context`). A later step (e.g. an interpretability analysis of the trained checkpoints)
+is one ``Step`` inserted into ``STEPS`` (see :func:`add_step`); it reads the context's sweeps
+(store paths, checkpoint folders) and what earlier steps returned in ``context.outputs``.
+``results/pipeline.json`` records each step's summary and wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+#: The repository's ``experiments`` folder (the sweeps live there), relative to the working
+#: directory (``make run`` runs in the repository root); ``--experiments DIR`` names another.
+EXPERIMENTS = Path("experiments")
+DEMO_NAME, FULL_NAMES = "demo", ("table1", "table2")
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    """One sweep of the pipeline: its folder, its store, where its report goes."""
+
+    folder: Path
+    store: Path
+    report: Path  # folder for report.md and violins.png
+
+
+@dataclass
+class Context:
+    """What the steps share: settings, the sweeps, and each step's output by name."""
+
+    out: Path
+    full: bool
+    workers: int
+    sweeps: list[SweepJob]
+    progress: bool = True
+    outputs: dict[str, dict] = field(default_factory=dict)
+
+    def say(self, text: str) -> None:
+        if self.progress:
+            print(text, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    help: str
+    fn: Callable[[Context], dict]
+
+
+# --------------------------------------------------------------------------- the steps
+
+
+def verify_step(ctx: Context) -> dict:
+    """Check every construction against the reference evaluator (interp.core.verify)."""
+    import torch
+    from tqdm import tqdm
+
+    from interp.core import verify
+
+    plan = verify.default_plan(quick=not ctx.full)
+    rows = []
+    with tqdm(total=len(plan), desc="verify", unit="row", disable=not ctx.progress,
+              file=sys.stderr, dynamic_ncols=True) as bar:
+        for spec in plan:
+            bar.set_postfix_str(f"case {spec['case']} n={spec['n']} {spec['plan']}")
+            rows.append(verify.verify(**spec, dtype=torch.float32, attention="leftmost"))
+            bar.update()
+    wrong = [r for r in rows if r.correct != r.inputs]
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    path = ctx.out / "verify.md"
+    path.write_text(
+        "# Constructions vs the reference evaluator\n\n"
+        f"{len(rows) - len(wrong)} of {len(rows)} checks exact "
+        f"(`interp verify{'' if ctx.full else ' --quick'}`).\n\n```\n"
+        + verify.format_table(rows) + "\n```\n"
+    )
+    if wrong:
+        raise RuntimeError(
+            "constructions disagree with the reference: "
+            + "; ".join(f"case {r.case} n={r.n} {r.plan}: {r.correct}/{r.inputs}" for r in wrong)
+        )
+    return dict(checks=len(rows), exact=len(rows) - len(wrong), file=str(path))
+
+
+def train_step(ctx: Context) -> dict:
+    """Train every sweep of the context (resumes: finished runs are skipped)."""
+    from interp.training import store as store_mod
+    from interp.training import sweeps
+
+    out = {}
+    for job in ctx.sweeps:
+        sweep = sweeps.load(job.folder)
+        with store_mod.Store(job.store) as db:
+            todo = sum(len(g) for g in sweeps.plan(sweep.configs, db.statuses()))
+        bar, on_start, on_run = sweeps.progress_callbacks(
+            todo, f"train {sweep.name}", disable=not ctx.progress)
+        with bar:
+            summary = sweeps.run_sweep(sweep, store=job.store, workers=ctx.workers,
+                                       on_start=on_start, on_run=on_run)
+        ctx.say(sweeps.format_summary(summary))
+        out[sweep.name] = summary.to_dict()
+    return out
+
+
+def report_step(ctx: Context) -> dict:
+    """Render each sweep's table (Markdown) and violins (PNG)."""
+    from interp.training import report, sweeps
+
+    out = {}
+    for job in ctx.sweeps:
+        w = report.write(sweeps.load(job.folder), store=job.store, out=job.report)
+        ctx.say(f"report: {w.markdown} and {w.violins} ({w.runs} of {w.declared} runs)")
+        out[job.folder.name] = dict(markdown=str(w.markdown), violins=str(w.violins),
+                                    runs=w.runs, declared=w.declared)
+    return out
+
+
+def analyze_step(ctx: Context) -> dict:
+    """Bimodal seeds and attention of the trained checkpoints (:mod:`interp.inspect.analysis`)."""
+    from interp.inspect import analysis
+
+    return analysis.pipeline_step(ctx)
+
+
+#: The pipeline, in order. Insert steps with :func:`add_step`.
+STEPS: list[Step] = [
+    Step("verify", "check the constructions against the reference evaluator", verify_step),
+    Step("train", "train the sweeps (resumable)", train_step),
+    Step("report", "render tables and violins", report_step),
+    Step("analyze", "do successful seeds recover the construction? (probes, attention)", analyze_step),
+]
+
+
+def add_step(step: Step, *, after: str | None = None) -> None:
+    """Insert ``step`` after the step named ``after`` (default: at the end)."""
+    names = [s.name for s in STEPS]
+    if step.name in names:
+        raise ValueError(f"a step named {step.name!r} exists already; steps: {names}")
+    if after is None:
+        STEPS.append(step)
+    elif after not in names:
+        raise ValueError(f"after={after!r}; accepted: one of {names}")
+    else:
+        STEPS.insert(names.index(after) + 1, step)
+
+
+def default_jobs(full: bool, out: Path, folders: list[Path] | None = None,
+                 experiments: Path = EXPERIMENTS) -> list[SweepJob]:
+    """The sweeps: the demo under ``out`` by default; the paper's tables in place with --full;
+    or the given folders (each with its own default store and report location)."""
+    if folders:
+        return [SweepJob(Path(f), Path(f) / "results" / "store.sqlite", Path(f)) for f in folders]
+    if full:
+        return [SweepJob(f, f / "results" / "store.sqlite", f) for f in (experiments / n for n in FULL_NAMES)]
+    return [SweepJob(experiments / DEMO_NAME, out / "store.sqlite", out)]
+
+
+def run_pipeline(ctx: Context, steps: list[str] | None = None) -> dict:
+    """Run the chosen steps (default: all of :data:`STEPS`) and return their outputs."""
+    names = [s.name for s in STEPS]
+    chosen = names if not steps else steps
+    bad = [s for s in chosen if s not in names]
+    if bad:
+        raise ValueError(f"--steps {bad[0]!r}; accepted: {names}")
+    for job in ctx.sweeps:  # every sweep must load before any work starts
+        from interp.training import sweeps
+
+        sweeps.load(job.folder)
+    record = {}
+    todo = [s for s in STEPS if s.name in chosen]
+    for i, step in enumerate(todo, 1):
+        ctx.say(f"[{i}/{len(todo)}] {step.name}: {step.help}")
+        start = time.perf_counter()
+        ctx.outputs[step.name] = step.fn(ctx)
+        record[step.name] = dict(seconds=round(time.perf_counter() - start, 1),
+                                 output=ctx.outputs[step.name])
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    (ctx.out / "pipeline.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    return record
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--full", action="store_true",
+                   help="the paper's Tables 1 and 2 (experiments/table1, table2) instead of the demo")
+    p.add_argument("--out", default="results",
+                   help="folder for the demo's store and report and the pipeline record (default results)")
+    p.add_argument("--workers", type=int, default=2, help="training processes (default 2)")
+    p.add_argument("--sweep", action="append", metavar="DIR",
+                   help="train and report this sweep folder instead (repeatable)")
+    p.add_argument("--experiments", default=str(EXPERIMENTS), metavar="DIR",
+                   help="the repository's experiments folder holding demo/, table1/, table2/ "
+                        "(default: ./experiments)")
+    p.add_argument("--steps", nargs="+", metavar="STEP",
+                   help="run only these steps (default: all, in order)")
+    p.add_argument("--json", action="store_true", help="print the step record as JSON")
+
+
+def run(args) -> int:
+    if args.workers < 1:
+        raise ValueError(f"--workers {args.workers}; accepted: an integer >= 1")
+    out = Path(args.out)
+    experiments = Path(args.experiments)
+    demo = experiments / DEMO_NAME
+    if not args.sweep and not (demo / "configs.py").is_file():
+        raise ValueError(f"{demo} is missing: `interp run` needs the repository's experiments folder "
+                         "(run it in the repository root, or pass --experiments DIR)")
+    ctx = Context(out=out, full=args.full, workers=args.workers,
+                  sweeps=default_jobs(args.full, out, args.sweep, experiments))
+    start = time.perf_counter()
+    try:
+        record = run_pipeline(ctx, args.steps)
+    except KeyboardInterrupt:
+        print("interrupted: finished runs are in the store; rerun the same command to resume",
+              file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(record, indent=1, default=str))
+        return 0
+    print(f"pipeline done in {time.perf_counter() - start:.0f} s:")
+    for name, r in record.items():
+        print(f"  {name:<8} {r['seconds']:>7.1f} s")
+    for name, r in record.get("report", {}).get("output", {}).items():
+        print(f"  {name}: {r['runs']}/{r['declared']} runs -> {r['markdown']}, {r['violins']}")
+    return 0

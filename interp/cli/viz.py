@@ -1,0 +1,33 @@
+"""``interp viz``: write a model's attention HTML (self-contained) and PNG figures to ``--out``.
+
+Model arguments as ``interp probe``. Writes ``attention.html`` (circuitsvis, renders offline),
+``circles.png`` (embedding tables on their circles, the paper's Figure 1 style),
+``circuits.png`` (QK and OV heatmaps) and ``spectra.png`` (Fourier power of the tables).
+"""
+
+from __future__ import annotations
+
+import json
+
+from interp.cli.probe import add_model_arguments, model_from_args
+
+
+def add_arguments(p) -> None:
+    add_model_arguments(p)
+    p.add_argument("--out", required=True, help="output folder (created)")
+    p.add_argument("--json", action="store_true", help="print the written paths as JSON")
+
+
+def run(args) -> int:
+    from interp.inspect import hooks, viz
+
+    model, case, n, label = model_from_args(args)
+    tokens = hooks.sample_inputs(case, n, 1, seed=args.seed)
+    paths = viz.write_all(model, case, n, args.out, title=label, tokens=tokens)
+    if args.json:
+        print(json.dumps({k: str(v) for k, v in paths.items()}, indent=1))
+    else:
+        print(label)
+        for name, path in paths.items():
+            print(f"  {name:<10} {path}")
+    return 0

@@ -1,0 +1,9 @@
+"""Seeing inside a model: hooks, probes, circuits, patching, analyses and views.
+
+* :mod:`~interp.inspect.hooks` - attention patterns and where the construction attends.
+* :mod:`~interp.inspect.probes` - cos/sin probes and circle tests of key encodings.
+* :mod:`~interp.inspect.circuits` - QK and OV circuits through the embeddings.
+* :mod:`~interp.inspect.patching` - activation patching of the attended position.
+* :mod:`~interp.inspect.analysis` - per-seed measures of a sweep, mechanism labels, reports.
+* :mod:`~interp.inspect.viz` - circuitsvis HTML (offline) and matplotlib figures.
+"""

@@ -1,0 +1,207 @@
+"""QK and OV circuits over keys and values, for any task model of ours.
+
+The constructions of the paper are one matching step and one copying step:
+
+* **QK** (matching). ``QK[a, b]`` is the attention score, in the last layer, from the final
+  position when the target is ``a`` to the position carrying the slot whose key is ``b``
+  (:mod:`interp.inspect.hooks` lists these positions per case). It is computed from the cached
+  ``hook_q`` / ``hook_k`` vectors averaged per key (:func:`key_query_vectors`):
+  ``QK = q_bar k_bar^T / attn_scale``. Scores are bilinear in q and k, so for a one-layer model
+  this is exactly the mean score over the sampled inputs (values and other slots averaged out,
+  biases and positional terms included). In the constructions ``QK[a, b] =
+  cos(theta_N(a) - theta_N(b)) / sqrt(d_head)``: every row peaks on its diagonal, with margin
+  ``(1 - cos(2 pi / N)) / sqrt(d_head)``.
+* **OV** (copying). ``OV[v, u]`` is the direct-path logit of output ``u`` when the last layer
+  attends fully to the value token ``v``: ``E_v W_V W_O W_U`` (the standard OV circuit of
+  Elhage et al.; biases left out). ``E_v`` is the token-embedding row of v (cases 1, 4, 5) or the
+  pair embedding's value half ``[0, value_table[v]]`` (cases 2, 3). In the constructions
+  ``OV[v, u] = cos(theta_N(v) - theta_N(u))``: it copies, with margin ``1 - cos(2 pi / N)``.
+* **Positional QK** (cases 1 and 4, where only positions can say which key a slot holds):
+  ``QK_pos[a, b] = q_bar[a] . (W_pos[slot_pos[b]] W_K) / attn_scale``, the direct path from the
+  positional embedding into the keys. Diagonal iff the positional embedding carries the key.
+
+"Peaks on the diagonal" and margins are read off by :class:`CircuitMatrix`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from interp.core import models, tasks
+from interp.inspect import hooks
+
+
+@dataclass(frozen=True)
+class CircuitMatrix:
+    """A square [n, n] circuit matrix whose rows should peak on the diagonal."""
+
+    name: str
+    matrix: Float[Tensor, "row col"]
+
+    def _gap(self) -> Tensor:
+        m = self.matrix.double()
+        off = m.clone()
+        off.fill_diagonal_(-math.inf)
+        return m.diagonal() - off.max(dim=1).values  # [row]
+
+    @property
+    def diag_frac(self) -> float:
+        """Fraction of rows whose (strict) maximum is on the diagonal."""
+        return float((self._gap() > 0).double().mean())
+
+    @property
+    def anti_frac(self) -> float:
+        """Fraction of rows whose (strict) minimum is on the diagonal: an inverted circuit
+        (attend away from the match, or write minus the value)."""
+        m = self.matrix.double()
+        off = m.clone()
+        off.fill_diagonal_(math.inf)
+        return float((m.diagonal() < off.min(dim=1).values).double().mean())
+
+    @property
+    def margin(self) -> float:
+        """min over rows of (diagonal - largest off-diagonal); > 0 iff every row peaks on it."""
+        return float(self._gap().min())
+
+    @property
+    def mean_margin(self) -> float:
+        return float(self._gap().mean())
+
+    @property
+    def rel_margin(self) -> float:
+        """:attr:`margin` over the matrix's range (max - min): scale-free, at most 1."""
+        spread = float(self.matrix.max() - self.matrix.min())
+        return self.margin / spread if spread > 0 else math.nan
+
+    def summary(self) -> dict:
+        return dict(
+            diag_frac=self.diag_frac,
+            anti_frac=self.anti_frac,
+            margin=self.margin,
+            mean_margin=self.mean_margin,
+            rel_margin=self.rel_margin,
+        )
+
+
+@dataclass(frozen=True)
+class KeyQueryVectors:
+    """Mean last-layer query per target and mean key per stored key (cached activations)."""
+
+    layer: int
+    queries: Float[Tensor, "n d_head"]  # q at the final position, averaged per target a
+    keys: Float[Tensor, "n d_head"]  # k at the slot holding key b, averaged per b
+    attn_scale: float
+
+
+def _group_mean(x: Tensor, labels: Tensor, n: int) -> Tensor:
+    """Mean of rows of x [m, d] per label in 0..n-1 (NaN for a label never seen)."""
+    sums = torch.zeros(n, x.shape[1], dtype=torch.float64).index_add_(0, labels, x.double())
+    counts = torch.bincount(labels, minlength=n).double()
+    return sums / counts[:, None]
+
+
+def _layer(model, layer: int) -> int:
+    L = model.cfg.n_layers
+    if not -L <= layer < L:
+        raise ValueError(f"layer={layer}; accepted: {-L}..{L - 1}")
+    return layer % L
+
+
+def key_query_vectors(
+    model, case: int, n: int, tokens=None, *, layer: int = -1, head: int = 0,
+    batch_size: int = 1024, seed: int = 0,
+) -> KeyQueryVectors:
+    """``hook_q`` at the final position per target and ``hook_k`` at the slots per key."""
+    hooks.check_model(model, case, n)
+    layer = _layer(model, layer)
+    tokens = hooks.sample_inputs(case, n, batch_size, seed=seed) if tokens is None else tokens
+    view = hooks.read(case, n, tokens)
+    names = (f"blocks.{layer}.attn.hook_q", f"blocks.{layer}.attn.hook_k")
+    with torch.no_grad():
+        _, cache = model.run_with_cache(view.tokens, names_filter=lambda name: name in names)
+    return vectors_from_cache(model, cache, view, layer=layer, head=head)
+
+
+def vectors_from_cache(model, cache, view: hooks.TaskView, *, layer: int = -1,
+                       head: int = 0) -> KeyQueryVectors:
+    """:func:`key_query_vectors` from a cache that holds the layer's hook_q and hook_k."""
+    layer = _layer(model, layer)
+    n = view.n
+    q = cache[f"blocks.{layer}.attn.hook_q"][:, -1, head]  # [batch, d_head]
+    k = cache[f"blocks.{layer}.attn.hook_k"][:, view.slot_pos, head]  # [batch, n, d_head]
+    queries = _group_mean(q, view.target, n)
+    keys = _group_mean(k.reshape(-1, k.shape[-1]), view.keys.reshape(-1), n)
+    if torch.isnan(queries).any():
+        raise ValueError(f"tokens miss some targets in 0..{n - 1}; use hooks.sample_inputs")
+    return KeyQueryVectors(layer, queries, keys, float(model.blocks[layer].attn.attn_scale))
+
+
+def qk_from_vectors(v: KeyQueryVectors) -> CircuitMatrix:
+    """``QK = q_bar k_bar^T / attn_scale`` from mean query and key vectors."""
+    return CircuitMatrix("QK", (v.queries @ v.keys.T / v.attn_scale).float())
+
+
+def qk_matrix(model, case: int, n: int, tokens=None, *, layer: int = -1, **kw) -> CircuitMatrix:
+    """``QK[a, b]``: mean score from target a to the slot with key b (see module docstring)."""
+    return qk_from_vectors(key_query_vectors(model, case, n, tokens, layer=layer, **kw))
+
+
+def value_embeddings(model, case: int, n: int) -> Float[Tensor, "n d_model"]:
+    """The residual vector a value token v puts at its position (positional part left out)."""
+    hooks.check_model(model, case, n)
+    if models.has_pair_embedding(model):
+        value_table = models.pair_tables(model)[1].detach()
+        return torch.cat([torch.zeros_like(value_table), value_table], dim=1)
+    if case in tasks.SAME_POSITION:  # a pair model without the tied tables: rows 0*n + v
+        raise ValueError(f"case {case} model has no pair embedding (interp.core.models.tie_pair_embedding)")
+    return model.W_E[:n].detach()
+
+
+def ov_matrix(model, case: int, n: int, *, layer: int = -1, head: int = 0) -> CircuitMatrix:
+    """``OV[v, u] = E_v W_V W_O W_U``: the logits a fully attended value token v writes."""
+    hooks.check_model(model, case, n)
+    layer = _layer(model, layer)
+    E = value_embeddings(model, case, n).double()
+    W_V = model.W_V[layer, head].detach().double()
+    W_O = model.W_O[layer, head].detach().double()
+    W_U = model.W_U.detach().double()
+    return CircuitMatrix("OV", (E @ W_V @ W_O @ W_U).float())
+
+
+def positional_qk(
+    model, case: int, n: int, tokens=None, *, layer: int = -1, head: int = 0, **kw
+) -> CircuitMatrix:
+    """``QK_pos[a, b]``: query for target a against the positional embedding of key b's slot.
+
+    Only for cases 1 and 4, where a slot's position fixes its key (slot_pos[b] = b or 2b + 1).
+    """
+    if case not in (1, 4):
+        raise ValueError(f"case={case}: positional keys are defined for cases 1 and 4 only")
+    v = key_query_vectors(model, case, n, tokens, layer=layer, head=head, **kw)
+    return positional_qk_from_vectors(model, case, n, v, head=head)
+
+
+def positional_qk_from_vectors(model, case: int, n: int, v: KeyQueryVectors, *,
+                               head: int = 0) -> CircuitMatrix:
+    """:func:`positional_qk` from mean query vectors already computed."""
+    if case not in (1, 4):
+        raise ValueError(f"case={case}: positional keys are defined for cases 1 and 4 only")
+    W_pos = model.W_pos[hooks.slot_positions(case, n)].detach().double()
+    pos_keys = W_pos @ model.W_K[v.layer, head].detach().double()
+    return CircuitMatrix("QK_pos", (v.queries @ pos_keys.T / v.attn_scale).float())
+
+
+def circuit_summary(model, case: int, n: int, tokens=None, **kw) -> dict:
+    """QK, OV (and for cases 1, 4 positional QK) diagonal fractions and margins, flat."""
+    out = {}
+    mats = [qk_matrix(model, case, n, tokens, **kw), ov_matrix(model, case, n)]
+    if case in (1, 4):
+        mats.append(positional_qk(model, case, n, tokens, **kw))
+    for mat in mats:
+        out.update({f"{mat.name}_{k}": v for k, v in mat.summary().items()})
+    return out

@@ -1,0 +1,139 @@
+"""Theorems 3.4 and 3.7 beside trained one-layer case-5 models.
+
+For a one-layer transformer with h heads, embedding dimension d and p bits of precision
+(the p-bit rational precision assumption), in case 5:
+
+* Theorem 3.4: if it is always right, h d p >= n log2(n) / 3.
+* Theorem 3.7 (n >= an unspecified constant C): with f a uniformly random function [n] -> [n],
+  keys randomly permuted and target key 0, it errs with probability at least
+  R / (3 n log2 n), R = n log2 n - 3 h d p (vacuous when R <= 0).
+
+For a trained model we measure p with :mod:`interp.theory.precision` in ``reference`` mode: the least
+p at which rounding every weight and activation leaves its prediction unchanged on the probe
+inputs (every target key, answers covering [n], random inputs): the p-bit assumption read
+literally, on those inputs. d is d_model (= d_token in case 5). The error is measured on fresh
+random inputs, both in the training distribution (f a random permutation, target uniform) and
+in Theorem 3.7's (f any function, target 0).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import torch
+
+from interp.core import forward, tasks
+from interp.theory import precision as P
+
+
+def theorem_3_4_bound(n: int) -> float:
+    """n log2(n) / 3: the least c-size of an always-right one-layer case-5 transformer."""
+    return P.theorem_3_4_bound(n)
+
+
+def theorem_3_7_bound(n: int, h: int, d: int, p: int) -> dict:
+    """R = n log2 n - 3 h d p and the error lower bound max(0, R / (3 n log2 n))."""
+    nlogn = n * math.log2(n)
+    R = nlogn - 3 * h * d * p
+    return dict(R=R, bound=max(0.0, R / (3 * nlogn)) if nlogn > 0 else 0.0)
+
+
+def theorem_3_7_inputs(n: int, count: int, generator: torch.Generator):
+    """Theorem 3.7's distribution: f uniform over all functions, keys permuted, target 0."""
+    f = torch.randint(0, n, (count, n), generator=generator)
+    keys = torch.rand(count, n, generator=generator).argsort(dim=1)
+    tokens = tasks.encode(5, keys, f.gather(1, keys), torch.zeros(count, dtype=torch.long))
+    return tokens, f[:, 0]
+
+
+def error_rates(model, n: int, *, count: int = 8192, seed: int = 0) -> dict:
+    """Error of the model as it runs (its own attention) on both input distributions."""
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    with torch.no_grad():
+        tokens, answers = tasks.sample(5, n, count, generator=g, function="permutation")
+        out["error_permutation"] = float((forward.predictions(model, tokens) != answers).float().mean())
+        tokens, answers = theorem_3_7_inputs(n, count, g)
+        out["error_theorem37"] = float((forward.predictions(model, tokens) != answers).float().mean())
+    return out
+
+
+def report(model, *, kinds=("fixed", "float"), count: int = 8192, seed: int = 0, n_random: int = 256) -> dict:
+    """h, d, measured p (per format), c-size, errors and both bounds for one case-5 model."""
+    cfg = model.cfg
+    n = cfg.d_vocab_out
+    if cfg.n_layers != 1 or cfg.d_vocab != n or cfg.n_ctx != 2 * n + 1:
+        raise ValueError(
+            f"a one-layer case-5 model is needed (n_layers=1, d_vocab=d_vocab_out=n, n_ctx=2n+1); "
+            f"got n_layers={cfg.n_layers}, d_vocab={cfg.d_vocab}, d_vocab_out={n}, n_ctx={cfg.n_ctx}"
+        )
+    row = dict(n=n, h=cfg.n_heads, d=cfg.d_model, **error_rates(model, n, count=count, seed=seed))
+    row["bound_3_4"] = theorem_3_4_bound(n)
+    probes = P.ProbeSet(5, n, shifts=(0, 1), n_random=n_random, seed=seed)
+    for kind in kinds:
+        r = P.least_precision(model, probes, kind, reference=True)
+        row[f"p_{kind}"] = r.bits
+        if r.bits is not None:
+            row[f"c_size_{kind}"] = cfg.n_heads * cfg.d_model * r.bits
+            b = theorem_3_7_bound(n, cfg.n_heads, cfg.d_model, r.bits)
+            row[f"R_{kind}"], row[f"bound_3_7_{kind}"] = b["R"], b["bound"]
+    return row
+
+
+def train_and_report(n: int, d_token: int, *, seed: int = 0, max_steps: int = 2000, **kw) -> dict:
+    """Train a one-layer case-5 model (the paper's protocol, shortened) and report it."""
+    from interp.training.trainer import TrainConfig, train
+
+    t0 = time.perf_counter()
+    run = train(TrainConfig(case=5, n=n, d_token=d_token, seed=seed, max_steps=max_steps, eval_batches=8))
+    row = dict(source="trained", seed=seed, steps=run.steps, train_accuracy=run.accuracy, **report(run.model, **kw))
+    row["seconds"] = round(time.perf_counter() - t0, 1)
+    return row
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("checkpoints", nargs="*", help="checkpoint directories of one-layer case-5 models")
+    parser.add_argument("--train", action="store_true", help="train small models first (short runs)")
+    parser.add_argument("--n", type=int, nargs="+", default=[4, 8], help="table sizes to train")
+    parser.add_argument("--d-token", type=int, nargs="+", default=[2, 8], help="widths to train")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--steps", type=int, default=2000, help="max training steps per model")
+    parser.add_argument("--kind", nargs="+", default=["fixed", "float"], choices=P.KINDS)
+    parser.add_argument("--json", action="store_true")
+
+
+def run(args) -> int:
+    if not args.checkpoints and not args.train:
+        raise ValueError("give checkpoint paths or --train")
+    rows = []
+    if args.checkpoints:
+        from interp.training import checkpoints
+
+        for path in args.checkpoints:
+            rows.append(dict(source=str(path), **report(checkpoints.load(path), kinds=tuple(args.kind))))
+    if args.train:
+        for n in args.n:
+            tasks.check_n(n, 2)
+            for d in args.d_token:
+                for seed in args.seeds:
+                    rows.append(train_and_report(n, d, seed=seed, max_steps=args.steps, kinds=tuple(args.kind)))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'n':>4} {'h':>2} {'d':>4} {'kind':>5} {'p':>4} {'hdp':>6} {'nlog2n/3':>8} {'R':>8} "
+          f"{'bound3.7':>8} {'err(perm)':>9} {'err(3.7)':>8}  source")
+    for r in rows:
+        for kind in args.kind:
+            p = r.get(f"p_{kind}")
+            R = r.get(f"R_{kind}")
+            print(f"{r['n']:>4} {r['h']:>2} {r['d']:>4} {kind:>5} {str(p):>4} {str(r.get(f'c_size_{kind}')):>6} "
+                  f"{r['bound_3_4']:>8.1f} {('-' if R is None else f'{R:.1f}'):>8} "
+                  f"{r.get(f'bound_3_7_{kind}', float('nan')):>8.3f} {r['error_permutation']:>9.3f} "
+                  f"{r['error_theorem37']:>8.3f}  {r['source']}")
+    return 0

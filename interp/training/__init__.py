@@ -1,0 +1,26 @@
+"""Training the paper's experiments, and sweeps of them.
+
+* :mod:`~interp.training.runs` - ``TrainConfig``, ``RunResult``, random streams, initial model,
+  test accuracy (below both trainers).
+* :mod:`~interp.training.trainer` - ``train``/``train_group`` and the plain TransformerLens loop.
+* :mod:`~interp.training.fast_train` - the fast exact engine (final position, seed ensembles).
+* :mod:`~interp.training.checkpoints` - safetensors checkpoints with checksums.
+* :mod:`~interp.training.store` - the SQLite results store (one row per run).
+* :mod:`~interp.training.sweeps` - sweep folders as data, the driver.
+* :mod:`~interp.training.workers` - the worker function, worker set-up, the one scheduler loop
+  and the process-pool backend; :mod:`~interp.training.ray_backend` - the Ray backend.
+* :mod:`~interp.training.report` - a sweep's table beside the paper's, violins.
+
+``from interp.training import TrainConfig`` (and ``RunResult``, ``train``, ``train_group``)
+works as before the package existed (sweep folders' ``configs.py`` use it).
+"""
+
+from interp._lazy import exports
+
+_EXPORTS = {
+    "RunResult": "interp.training.runs",
+    "TrainConfig": "interp.training.runs",
+    "train": "interp.training.trainer",
+    "train_group": "interp.training.trainer",
+}
+__getattr__, __dir__ = exports(__name__, _EXPORTS, globals())

@@ -1,0 +1,184 @@
+"""Checkpoints: a model as ``model.safetensors`` plus ``config.json``; loading never unpickles.
+
+A checkpoint is a directory::
+
+    <path>/model.safetensors   the state dict (tensors only, safetensors format)
+    <path>/config.json         format tag, the HookedTransformerConfig fields that shape the
+                               model (d_mlp only when there is an MLP), how the embedding
+                               is tied (pair tables, frozen W_pos), the attention modes,
+                               the sha256 of model.safetensors, and when known the
+                               TrainConfig and the run's metrics
+
+:func:`save` writes both files into a temporary sibling directory and renames it into place,
+so a killed save leaves either the old checkpoint or the new one, never half of one.
+:func:`load` rebuilds the HookedTransformer from the JSON (no code is unpickled), checks the
+weights' sha256 and loads them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+FORMAT = "interp-checkpoint/1"
+WEIGHTS = "model.safetensors"
+CONFIG = "config.json"
+
+#: HookedTransformerConfig fields stored in config.json (all that models.make_config sets).
+_CFG_FIELDS = (
+    "n_layers", "d_model", "d_head", "n_heads", "n_ctx", "d_vocab", "d_vocab_out", "act_fn",
+    "attn_only", "normalization_type", "attention_dir", "positional_embedding_type",
+    "default_prepend_bos", "init_mode",
+)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _describe(model) -> dict:
+    from interp.core import models
+
+    cfg = model.cfg
+    desc = {k: getattr(cfg, k) for k in _CFG_FIELDS}
+    if not cfg.attn_only:  # only then: attention-only checkpoints keep their config.json
+        desc["d_mlp"] = cfg.d_mlp
+    desc["dtype"] = str(cfg.dtype).replace("torch.", "")
+    return dict(
+        hooked_config=desc,
+        pair_embedding=models.has_pair_embedding(model),
+        pos_embed_frozen=not model.pos_embed.W_pos.requires_grad,
+        requires_grad=any(p.requires_grad for p in model.parameters()),
+        attention_modes=[list(m) for m in getattr(model, "attention_modes", [])],  # as set_attention keeps them
+        **_ties(model),
+    )
+
+
+def _ties(model) -> dict:
+    """``attention_ties`` ([rtol, atol] per layer) where a hard mode has a non-default tolerance;
+    nothing otherwise, so a checkpoint of default tolerances keeps its config.json."""
+    from interp.core import attention
+
+    ties = [list(m[2:]) for m in attention.modes(model)]
+    return {"attention_ties": ties} if any(t != [None, None] for t in ties) else {}
+
+
+def save(result_or_model, path, config=None) -> Path:
+    """Write a checkpoint of a RunResult or a HookedTransformer to directory ``path``.
+
+    ``config`` (a TrainConfig) is stored with it; for a RunResult it defaults to the result's
+    config, and the result's metrics are stored too. An existing checkpoint at ``path`` is
+    replaced atomically. Returns ``path``.
+    """
+    from interp.training.runs import RunResult, TrainConfig
+
+    metrics = None
+    if isinstance(result_or_model, RunResult):
+        model = result_or_model.model
+        config = config or result_or_model.config
+        metrics = {k: v for k, v in result_or_model.metrics().items() if k != "config"}
+    else:
+        model = result_or_model
+    if not hasattr(model, "cfg") or not hasattr(model, "state_dict"):
+        raise ValueError(
+            f"save got a {type(result_or_model).__name__}; accepted: a RunResult or a "
+            "HookedTransformer"
+        )
+    if config is not None and not isinstance(config, TrainConfig):
+        raise ValueError(f"config is a {type(config).__name__}; accepted: a TrainConfig or None")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+        save_file(state, str(tmp / WEIGHTS))
+        meta = dict(
+            format=FORMAT,
+            sha256=_sha256(tmp / WEIGHTS),
+            model=_describe(model),
+            train_config=config.to_dict() if config is not None else None,
+            result=metrics,
+        )
+        with open(tmp / CONFIG, "w") as f:
+            json.dump(meta, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        if path.exists():
+            old = path.with_name(f".{path.name}.old-{os.getpid()}")
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def read_meta(path) -> dict:
+    """The parsed config.json of a checkpoint (ValueError naming the path if unreadable)."""
+    path = Path(path)
+    cfg_path = path / CONFIG
+    if not cfg_path.is_file() or not (path / WEIGHTS).is_file():
+        raise ValueError(f"{path} is not a checkpoint: it needs {CONFIG} and {WEIGHTS}")
+    try:
+        meta = json.loads(cfg_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{cfg_path} is truncated or corrupt: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ValueError(f"{cfg_path} is not an {FORMAT} file")
+    return meta
+
+
+def load(path):
+    """The HookedTransformer stored at ``path`` (never unpickles; verifies the sha256)."""
+    from transformer_lens import HookedTransformerConfig
+
+    from interp.core import attention, models
+
+    path = Path(path)
+    meta = read_meta(path)
+    if _sha256(path / WEIGHTS) != meta.get("sha256"):
+        raise ValueError(
+            f"{path / WEIGHTS} does not match the sha256 in {path / CONFIG}: truncated or corrupt"
+        )
+    try:
+        state = load_file(str(path / WEIGHTS))
+        desc = meta["model"]
+        hc = dict(desc["hooked_config"])
+        hc["dtype"] = getattr(torch, hc["dtype"])
+        cfg = models._quiet(HookedTransformerConfig, device="cpu", **hc)
+    except (SafetensorError, KeyError, TypeError, AttributeError, OSError) as e:
+        raise ValueError(f"{path} is truncated or corrupt: {e}") from None
+    model = models.new_model(cfg)
+    if desc["pair_embedding"]:
+        models.tie_pair_embedding(model, cfg.d_vocab_out)
+    if desc["pos_embed_frozen"]:
+        models.disable_pos_embed(model)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        raise ValueError(f"{path / WEIGHTS} does not fit the model in {path / CONFIG}: {e}") from None
+    if not desc.get("requires_grad", True):
+        for p in model.parameters():
+            p.requires_grad_(False)
+    modes = desc.get("attention_modes") or []
+    ties = desc.get("attention_ties") or [[None, None]] * len(modes)
+    for layer, ((mode, beta), (rtol, atol)) in enumerate(zip(modes, ties, strict=True)):
+        if (mode, beta) != ("softmax", 1.0):
+            attention.set_attention(model, mode, beta=beta, layers=[layer], tie_rtol=rtol, tie_atol=atol)
+    model.eval()
+    return model

@@ -1,0 +1,172 @@
+"""Training the paper's experiments (Strobl, Angluin & Frank, Section 4).
+
+Protocol, as the paper states it: Adam with learning rate 1e-3; every step draws a fresh batch
+of 256 random inputs (f a uniformly random permutation of [n] per input, the target key
+uniform; :func:`interp.core.tasks.sample`); cross-entropy on the final position's logits over the n
+outputs; at most 10,000 steps; a run stops as soon as its training-batch loss is below 0.01;
+test accuracy over 100 fresh batches. The model is the HookedTransformer of
+:func:`interp.core.models.build_model` (one head, d_head = d_model, residual stream, no LayerNorm,
+no dropout, attention-only unless ``d_mlp > 0``), and its own parameters are the ones trained.
+
+Where the paper is silent we choose, and every choice is a :class:`TrainConfig` field or a
+documented constant (see ``experiments/README.md``, "Training choices"):
+
+* initialisation: TransformerLens's own (``init="gpt2"``: weights N(0, (0.8/sqrt(d_model))^2),
+  biases 0), seeded by ``seed``; ``init="pytorch"`` gives what a model built from
+  ``nn.Embedding``/``nn.Linear`` gets (embeddings N(0, 1), projections U(+-1/sqrt(fan_in)));
+* Adam's other constants are PyTorch's defaults (betas 0.9/0.999, eps 1e-8, no weight decay);
+* a step is "forward, backward, update"; the run stops after the update of the first step whose
+  training-batch loss is below ``stop_loss`` (``steps`` counts updates);
+* three independent random streams per seed: initialisation, training data, test data
+  (:func:`stream_seed`), so the test inputs never depend on how long training ran;
+* one intra-op thread per run (:func:`one_thread`); more cores means more processes.
+
+Two engines compute the same function and gradients: ``"fast"`` (:mod:`interp.training.fast_train`,
+only the final position, regrouped, with seed ensembles) and ``"reference"`` (the plain
+TransformerLens loop: ``model(tokens)[:, -1]``, cross-entropy, Adam), kept as the ground truth
+for tests and the benchmark.
+
+``d_mlp > 0`` gives every block a ReLU MLP after attention (the paper's Section 2 allows any
+number of MLP layers beside the k attention layers; a one-layer attention-only softmax model
+cannot learn case 5 even at n = 2, :func:`interp.theory.counterexample.find_counterexample_attention_only`).
+The fast engine computes one-layer MLP models exactly (the MLP at the final position only);
+two-layer MLP models go to the reference loop (:func:`fast_covers`), seed by seed, with the
+same data and test streams, stop rule, curve, non-finite handling and RunResult. The fast engine leaves out ``b_K``, which shifts every score of a
+query equally and so cancels in the softmax (its exact gradient is 0); it stays at its init.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from interp.core import tasks
+from interp.training import fast_train
+from interp.training.runs import (  # noqa: F401 - TrainConfig, RunResult, ... stay importable from here
+    ENGINES, INITS, RunResult, TrainConfig, evaluate_accuracy, generator, init_model, stream_seed, trainable,
+)
+
+log = logging.getLogger(__name__)
+
+
+def final_logits_reference(model, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch n"]:
+    """TransformerLens's own forward pass, final position: ``model(tokens)[:, -1]`` (the plain
+    loop's training loss; evaluation uses :func:`interp.core.forward.predictions`)."""
+    return model(tokens)[:, -1]
+
+
+def _should_record(step: int, config: TrainConfig) -> bool:
+    return step == 1 or step % config.curve_every == 0
+
+
+def train_reference(config: TrainConfig, model=None) -> RunResult:
+    """The plain TransformerLens loop (ground truth for tests and the benchmark).
+
+    ``model`` (optional) is trained in place instead of a fresh ``init_model(config)``.
+    """
+    start = time.perf_counter()
+    model = init_model(config) if model is None else model
+    opt = torch.optim.Adam(trainable(model), lr=config.lr)
+    g = generator(config.seed, "train")
+    curve: list[tuple[int, float]] = []
+    status, loss_value, step = "ok", float("nan"), 0
+    for step in range(1, config.max_steps + 1):
+        tokens, answers = tasks.sample(
+            config.case, config.n, config.batch_size, generator=g, function=config.function
+        )
+        loss = F.cross_entropy(final_logits_reference(model, tokens), answers)
+        loss_value = loss.item()
+        if not math.isfinite(loss_value):
+            status = f"failed: non-finite loss ({loss_value}) at step {step}"
+            curve.append((step, loss_value))
+            step -= 1
+            break
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        stop = loss_value < config.stop_loss
+        if _should_record(step, config) or stop or step == config.max_steps:
+            curve.append((step, loss_value))
+        if stop:
+            break
+    accuracy = evaluate_accuracy(model, config)
+    return RunResult(
+        config=config, model=model, accuracy=accuracy, steps=step, final_loss=loss_value,
+        seconds=time.perf_counter() - start, curve=curve, status=status,
+    )
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run the body on one intra-op thread (restored afterwards), with autograd on.
+
+    Training uses one thread: the matrices are small, a second thread buys little and costs
+    a lot when cores are shared, and a run's bits then do not depend on the caller's thread
+    setting. More cores are used by training several groups in processes (``interp sweep
+    --workers``); ``experiments/bench`` measures both.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.enable_grad():  # training works even when called under no_grad
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def train(config: TrainConfig, *, engine: str = "fast") -> RunResult:
+    """Train one run with the paper's protocol; returns the trained model and its metrics."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine={engine!r}; accepted: one of {ENGINES}")
+    if not isinstance(config, TrainConfig):
+        raise ValueError(f"config is a {type(config).__name__}; accepted: a TrainConfig")
+    if engine == "reference":
+        with one_thread():
+            return train_reference(config)
+    return train_group([config])[0]
+
+
+def train_group(configs: list[TrainConfig], *, engine: str = "fast") -> list[RunResult]:
+    """Train runs that differ only in ``seed`` (e.g. the 5 seeds of a table cell).
+
+    The result for each seed is the one :func:`train` gives for that seed alone, bit for bit.
+    The seeds share one loop (:class:`interp.training.fast_train.Ensemble`) and each stops on its own;
+    they are stacked into batched products when ``MKL_CBWR`` was set before the process
+    started (about 2x faster for one-layer models), else computed one after the other.
+    """
+    configs = list(configs)
+    if not configs:
+        return []
+    for c in configs:
+        if not isinstance(c, TrainConfig):
+            raise ValueError(f"configs holds a {type(c).__name__}; accepted: TrainConfig")
+    base = configs[0].replace(seed=0)
+    for c in configs[1:]:
+        if c.replace(seed=0) != base:
+            raise ValueError(
+                f"train_group needs configs that differ only in seed; {c.label()} differs from "
+                f"{configs[0].label()} in more"
+            )
+    seeds = [c.seed for c in configs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"train_group got repeated seeds {seeds}; accepted: distinct seeds")
+    if engine not in ENGINES:
+        raise ValueError(f"engine={engine!r}; accepted: one of {ENGINES}")
+    with one_thread():
+        if engine == "reference" or not fast_covers(configs[0]):
+            return [train_reference(c) for c in configs]
+        return fast_train.train_ensemble(configs)
+
+
+def fast_covers(config: TrainConfig) -> bool:
+    """Whether the fast engine computes this config's model: every attention-only model, and
+    one-layer models with an MLP (the MLP at the final position). Two layers with an MLP train
+    with the plain TransformerLens loop (:func:`train_reference`), seed by seed."""
+    return config.d_mlp == 0 or config.n_layers == 1

@@ -1,0 +1,155 @@
+"""interp.core.models: the paper's Section 4 architecture as a HookedTransformer."""
+
+import pytest
+import torch
+
+from interp.core import models, tasks
+
+
+@pytest.mark.parametrize("case", tasks.CASES)
+def test_architecture(case):
+    n, d_token = 5, 3
+    model = models.build_model(case, n, d_token, n_layers=2, seed=0)
+    cfg = model.cfg
+    d_model = 2 * d_token if case in (2, 3) else d_token
+    assert (cfg.d_model, cfg.d_head, cfg.n_heads, cfg.n_layers) == (d_model, d_model, 1, 2)
+    assert cfg.attn_only and cfg.normalization_type is None
+    assert cfg.n_ctx == tasks.seq_len(case, n) and cfg.d_vocab_out == n
+    assert not any("mlp" in name or "ln" in name for name, _ in model.named_parameters())
+    tokens, _ = tasks.sample(case, n, 4)
+    assert model(tokens).shape == (4, tasks.seq_len(case, n), n)
+
+
+def test_attention_is_bidirectional():
+    # Changing the last token must change the output at position 0 (no causal mask).
+    model = models.build_model(4, 5, 8, seed=0)
+    tokens, _ = tasks.sample(4, 5, 1)
+    other = tokens.clone()
+    other[0, -1] = (other[0, -1] + 1) % 5
+    assert not torch.allclose(model(tokens)[0, 0], model(other)[0, 0])
+
+
+def test_no_positional_embedding_is_zero_frozen_and_permutation_invariant():
+    model = models.build_model(1, 6, 4, pos_embed="none", seed=0)
+    W_pos = model.pos_embed.W_pos
+    assert not W_pos.requires_grad and torch.count_nonzero(W_pos) == 0
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    tokens, answers = tasks.sample(1, 6, 16)
+    torch.nn.functional.cross_entropy(model(tokens)[:, -1], answers).backward()
+    opt.step()
+    assert torch.count_nonzero(model.pos_embed.W_pos) == 0
+    # Without positions the final output cannot depend on the order of the other tokens.
+    shuffled = torch.cat([tokens[:, :6].flip(1), tokens[:, 6:]], dim=1)
+    torch.testing.assert_close(model(tokens)[:, -1], model(shuffled)[:, -1])
+
+
+def test_learned_positional_embedding_is_trainable():
+    model = models.build_model(4, 5, 4, pos_embed="learned", seed=0)
+    assert model.pos_embed.W_pos.requires_grad and torch.count_nonzero(model.pos_embed.W_pos) > 0
+
+
+@pytest.mark.parametrize("case", [2, 3])
+def test_pair_embedding_concatenates_two_small_tables(case):
+    n, d_token = 4, 3
+    model = models.build_model(case, n, d_token, seed=0)
+    assert models.has_pair_embedding(model)
+    key = model.embed.parametrizations.W_E.original0
+    value = model.embed.parametrizations.W_E.original1
+    assert key.shape == value.shape == (n, d_token)
+    W_E = model.embed.W_E
+    assert W_E.shape == (n * n + n, 2 * d_token)
+    for k in range(n):
+        for v in range(n):
+            assert torch.equal(W_E[k * n + v], torch.cat([key[k], value[v]]))
+        assert torch.equal(W_E[n * n + k], torch.cat([key[k], torch.zeros(d_token)]))
+    trainable = sum(p.numel() for p in model.embed.parameters() if p.requires_grad)
+    assert trainable == 2 * n * d_token  # not a free n*n-row table
+    # hooks and caches see the concatenated embedding, gradients reach both tables
+    tokens, answers = tasks.sample(case, n, 8)
+    logits, cache = model.run_with_cache(tokens)
+    torch.testing.assert_close(cache["hook_embed"], W_E[tokens])
+    torch.nn.functional.cross_entropy(logits[:, -1], answers).backward()
+    assert key.grad is not None and value.grad is not None and key.grad.abs().sum() > 0
+
+
+def test_seed_reproduces_initialisation():
+    a = models.build_model(3, 5, 4, seed=7)
+    b = models.build_model(3, 5, 4, seed=7)
+    c = models.build_model(3, 5, 4, seed=8)
+    for (name, p), q, r in zip(a.named_parameters(), b.parameters(), c.parameters()):
+        assert torch.equal(p, q), name
+    assert any(not torch.equal(p, r) for p, r in zip(a.parameters(), c.parameters()))
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(case=0, n=5, d_token=2), "case=0"),
+        (dict(case=1, n=0, d_token=2), "n=0"),
+        (dict(case=1, n=5, d_token=0), "d_token=0"),
+        (dict(case=1, n=5, d_token=2, n_layers=3), "n_layers=3"),
+        (dict(case=1, n=5, d_token=2, pos_embed="sinusoidal"), "pos_embed='sinusoidal'"),
+    ],
+)
+def test_bad_spec(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        models.build_model(**kwargs)
+
+
+def _reference_forward(model, tokens, mlp=True):
+    """Embed + attention + ReLU MLP + unembed in plain torch from the model's weights."""
+    cfg = model.cfg
+    x = model.embed.W_E[tokens] + model.pos_embed.W_pos[: tokens.shape[1]]
+    for block in model.blocks:
+        a = block.attn
+        q = x @ a.W_Q[0] + a.b_Q[0]
+        k = x @ a.W_K[0] + a.b_K[0]
+        v = x @ a.W_V[0] + a.b_V[0]
+        pattern = torch.softmax(q @ k.transpose(-1, -2) / cfg.d_head**0.5, dim=-1)  # no mask
+        x = x + (pattern @ v) @ a.W_O[0] + a.b_O
+        if mlp:
+            m = block.mlp
+            x = x + torch.relu(x @ m.W_in + m.b_in) @ m.W_out + m.b_out
+    return x @ model.unembed.W_U + model.unembed.b_U
+
+
+@pytest.mark.parametrize("case", tasks.CASES)
+@pytest.mark.parametrize("n_layers", [1, 2])
+def test_mlp_model_matches_a_hand_written_forward(case, n_layers):
+    n, d_token, d_mlp = 4, 3, 10
+    model = models.build_model(case, n, d_token, n_layers=n_layers, seed=1, d_mlp=d_mlp)
+    cfg = model.cfg
+    assert not cfg.attn_only and cfg.d_mlp == d_mlp and cfg.act_fn == "relu"
+    assert cfg.normalization_type is None
+    names = {name for name, _ in model.named_parameters()}
+    for layer in range(n_layers):
+        for w in ("W_in", "b_in", "W_out", "b_out"):
+            assert f"blocks.{layer}.mlp.{w}" in names
+    assert model.blocks[0].mlp.W_in.shape == (cfg.d_model, d_mlp)
+    assert models.has_pair_embedding(model) == (case in (2, 3))  # embedding unchanged
+    with torch.no_grad():  # biases off zero so the reference checks them too
+        for name, p in model.named_parameters():
+            if name.rsplit(".", 1)[-1].startswith("b_"):
+                p.copy_(0.5 * torch.randn(p.shape, generator=torch.Generator().manual_seed(2)))
+    tokens, _ = tasks.sample(case, n, 16, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(model(tokens), _reference_forward(model, tokens), atol=1e-5, rtol=0)
+    # the attention-only reference drops exactly the MLP: it must differ here
+    assert not torch.allclose(model(tokens), _reference_forward(model, tokens, mlp=False))
+
+
+def test_attention_only_model_is_unchanged_by_d_mlp_zero():
+    a = models.build_model(4, 5, 3, seed=3)
+    b = models.build_model(4, 5, 3, seed=3, d_mlp=0)
+    assert b.cfg.attn_only and a.state_dict().keys() == b.state_dict().keys()
+    for k, v in a.state_dict().items():
+        assert torch.equal(v, b.state_dict()[k]), k
+    tokens, _ = tasks.sample(4, 5, 8, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(b(tokens), _reference_forward(b, tokens, mlp=False), atol=1e-5, rtol=0)
+    assert models.describe(a)["d_mlp"] == 0
+    assert models.describe(models.build_model(4, 5, 3, d_mlp=7))["d_mlp"] == 7
+
+
+@pytest.mark.parametrize("d_mlp", [-1, 2.0, True])
+def test_bad_d_mlp(d_mlp):
+    with pytest.raises(ValueError, match=f"d_mlp={d_mlp!r}"):
+        models.build_model(5, 2, 2, d_mlp=d_mlp)

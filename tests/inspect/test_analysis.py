@@ -1,0 +1,166 @@
+"""analyze-sweep on a small store whose seeds are known: constructions succeed, random inits fail."""
+
+import json
+
+import pytest
+
+from interp import cli
+from interp.core import constructions, models
+from interp.inspect import analysis, hooks
+from interp.training import checkpoints, store
+from interp.training.trainer import TrainConfig
+
+CASE, N = 3, 6
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    """A sweep folder whose store holds one bimodal group (seeds 0-1: the construction, 2-3: a
+    random init) and one all-failed group; accuracies are measured, not invented."""
+    root = tmp_path_factory.mktemp("tiny")
+    with store.Store(root / "results" / "store.sqlite") as db:
+        for d_token, seeds in ((2, range(4)), (3, range(2))):
+            for seed in seeds:
+                cfg = TrainConfig(case=CASE, n=N, d_token=d_token, pos_embed="none", seed=seed)
+                if d_token == 2 and seed < 2:
+                    model = constructions.build(CASE, N)
+                else:
+                    model = models.build_model(CASE, N, d_token, pos_embed="none", seed=seed)
+                acc = hooks.accuracy(model, CASE, N, batch_size=600)
+                path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
+                db.put(store.RunRecord(name=cfg.name(), sweep="tiny", config=cfg.to_dict(),
+                                       seed=seed, status="ok", accuracy=acc), path)
+    return root
+
+
+def test_classify():
+    assert analysis.classify(0.995, 100) == "success"
+    assert analysis.classify(0.015, 100) == "failed" and analysis.classify(0.0208, 100) == "failed"
+    assert analysis.classify(0.06, 100) == "partial"
+    assert analysis.classify(0.5, 100) == "partial"
+    assert analysis.classify(0.15, 10) == "failed" and analysis.classify(0.25, 10) == "partial"
+
+
+@pytest.fixture(scope="module")
+def analysed(sweep_dir):
+    return analysis.analyze_sweep(sweep_dir, batch_size=128)
+
+
+def test_analyze_sweep_measures_the_bimodal_group(analysed):
+    res = analysed
+    groups = res.groups.set_index("group")
+    bimodal = "case 3, n=6, d_token=2, 1 layer, PE none"
+    assert groups.loc[bimodal, ["success", "failed", "analysed"]].tolist() == [2, 2, True]
+    assert not groups.loc["case 3, n=6, d_token=3, 1 layer, PE none", "analysed"]
+    t = res.table.set_index("seed")
+    assert t.outcome.tolist() == ["success", "success", "failed", "failed"]
+    for seed in (0, 1):  # the construction: every ideal value
+        row = t.loc[seed]
+        assert (row.acc, row.mass, row.hit, row.qk_diag, row.ov_diag, row.follow) == (1.0,) * 6
+        assert row.r2_token_key >= 0.999 and row.m_token_key == 1 and row.N_token_key == N
+        assert row.r2_resid >= 0.999 and row.m_resid == 1  # resid_post holds cs(f(i*))
+        assert row.keys_top2 == pytest.approx(1.0, abs=1e-6) and row.keys_in_order
+    for seed in (2, 3):
+        row = t.loc[seed]
+        assert row.mass < 0.5 and row.entropy > 0.8 and row.follow < 0.5
+    text = res.answers[bimodal]
+    assert "2 successful seed(s) (0, 1), 2 failed (2, 3)" in text
+    assert "**Successful seeds 0, 1: the construction's mechanism.**" in text
+    assert "Attention sits on that slot as in the construction" in text
+    assert "**Failed seeds 2, 3.** They show near-uniform attention" in text
+    assert t.mechanism.tolist() == ["construction", "construction", "none", "none"]
+    assert (t.loc[0].acc_any, t.loc[0].qk_anti, t.loc[0].ov_anti) == (1.0, 0.0, 0.0)
+    md = res.markdown("t")
+    assert md.count("| 0 | 1 | success |") == 1
+
+
+def test_analyze_sweep_where_and_all(sweep_dir):
+    res = analysis.analyze_sweep(sweep_dir, where={"d_token": "3"}, all_groups=True, batch_size=128)
+    assert res.table.outcome.tolist() == ["failed", "failed"]
+    with pytest.raises(ValueError, match="no finished runs"):
+        analysis.analyze_sweep(sweep_dir, where={"d_token": "99"})
+    with pytest.raises(ValueError, match="no results store"):
+        analysis.analyze_sweep(sweep_dir / "nowhere")
+
+
+def test_cli_analyze_sweep_json_and_report(sweep_dir, tmp_path, capsys):
+    out = tmp_path / "reports"
+    code = cli.main(["analyze-sweep", str(sweep_dir), "--json", "--out", str(out), "--name", "tiny",
+                     "--batch-size", "64", "--all", "--where", "d_token=3"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [s["outcome"] for s in data["seeds"]] == ["failed", "failed"]
+    assert (out / "tiny.md").read_text().startswith("# Bimodal seeds in tiny")
+    assert (out / "tiny.csv").is_file() and (out / "tiny-violins.png").stat().st_size > 1000
+
+
+def test_cli_probe_construction_and_checkpoint(sweep_dir, capsys):
+    assert cli.main(["probe", "--construction", "4", "--n", "6", "--json", "--batch-size", "64"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["measures"]["mass"] == 1.0 and data["measures"]["qkpos_diag"] == 1.0
+    assert {p["source"] for p in data["probes"]} >= {"token", "pos_value"}
+    ckpt = next((sweep_dir / "results" / "checkpoints").iterdir())
+    assert cli.main(["probe", str(ckpt), "--batch-size", "64"]) == 0
+    assert "cos/sin probes" in capsys.readouterr().out
+    assert cli.main(["probe", "--construction", "4"]) == 2  # --n missing: a clear error
+    assert "--n" in capsys.readouterr().err
+
+
+def test_cli_viz_writes_files(tmp_path, capsys):
+    assert cli.main(["viz", "--construction", "2", "--n", "5", "--out", str(tmp_path), "--json"]) == 0
+    paths = json.loads(capsys.readouterr().out)
+    assert sorted(paths) == ["attention", "circles", "circuits", "spectra"]
+    assert all((tmp_path / f"{k}.{'html' if k == 'attention' else 'png'}").is_file() for k in paths)
+
+
+def test_cli_where_is_repeatable(sweep_dir, capsys):
+    args = ["analyze-sweep", str(sweep_dir), "--all", "--where", "d_token=3", "--where", "case=3",
+            "--json", "--batch-size", "64"]
+    assert cli.main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {s["d_token"] for s in data["seeds"]} == {3}
+
+
+def test_pipeline_step_writes_report_and_attention_html(sweep_dir, tmp_path):
+    from types import SimpleNamespace
+
+    job = SimpleNamespace(folder=sweep_dir, store=sweep_dir / "results" / "store.sqlite",
+                          report=tmp_path)
+    ctx = SimpleNamespace(sweeps=[job], say=lambda text: None)
+    out = analysis.pipeline_step(ctx, batch_size=64)[sweep_dir.name]
+    assert out["bimodal_groups"] == 1
+    assert (tmp_path / "analysis.md").read_text().count("the construction's mechanism.**") == 1
+    html = (tmp_path / "attention.html").read_text()
+    assert "accuracy 1.000" in html and "CircuitsVis.render(" in html
+
+
+def test_mechanism_names_inverted_circuits():
+    """A seed whose QK and OV rows have their minima on the diagonal is 'inverted'."""
+    row = dict(qk_diag=0.0, ov_diag=0.0, follow=0.0, qk_anti=1.0, ov_anti=1.0)
+    assert analysis.mechanism(row) == "inverted"
+    assert analysis.mechanism({**row, "qk_diag": 1.0, "ov_diag": 1.0, "follow": 1.0}) == "construction"
+    assert analysis.mechanism({**row, "ov_anti": 0.2}) == "none"
+
+
+def test_mechanism_names_the_mirror_of_the_case5_construction():
+    # numbers of a successful two-layer case-5 seed (experiments/analysis/table2-n10.csv, d_token 100 seed 1)
+    row = dict(qk_diag=0.2, ov_diag=0.1, follow=0.0, qk_anti=0.0, ov_anti=0.0, mass=0.0,
+               mass_keypos=0.99, acc_any=1.0)
+    assert analysis.mechanism(row) == "mirror"
+    assert analysis.mechanism({**row, "acc_any": 0.1}) == "none"  # a permutation trick is not a lookup
+    assert analysis.mechanism({**row, "mass_keypos": 0.5}) == "none"
+    assert analysis.mechanism({**row, "mass_keypos": float("nan")}) == "none"  # cases 1-3 have no key position
+
+
+def test_anti_frac_of_a_negated_construction():
+    """Negating W_O turns the construction's OV into minus the value: every row's minimum is on
+    the diagonal (an independent hand-made inverted circuit)."""
+    import torch
+
+    from interp.inspect import circuits
+
+    model = constructions.build(3, 6)
+    with torch.no_grad():
+        model.blocks[0].attn.W_O.neg_()
+    ov = circuits.ov_matrix(model, 3, 6)
+    assert ov.anti_frac == 1.0 and ov.diag_frac == 0.0

@@ -1,0 +1,174 @@
+"""interp.find_counterexample: every returned input is checked with the model's own
+TransformerLens forward (hard attention through hooks) and the plain-Python evaluator."""
+
+import copy
+
+import pytest
+import torch
+
+import interp
+from interp.core import attention, models, tasks
+from interp.theory import softmax_construction
+from interp.theory.counterexample import find_counterexample, l_input, r_input
+
+MODES = ("leftmost", "rightmost", "average")
+
+
+def _assert_wrong(model, c, mode):
+    n = model.cfg.d_vocab_out
+    keys, values, target = tasks.decode(5, n, c.tokens)  # a valid case-5 input
+    assert sorted(keys) == list(range(n)) and target == 0
+    assert c.expected == tasks.evaluate(5, n, c.tokens)
+    m = copy.deepcopy(model)
+    attention.set_attention(m, mode)
+    with torch.no_grad():
+        assert c.predicted == int(m(torch.tensor([c.tokens]))[0, -1].argmax())
+    assert c.predicted != c.expected and c.attention == mode
+
+
+def test_proof_inputs():
+    assert l_input(4, 2, 3) == [0, 2, 1, 3, 2, 2, 3, 3, 0]
+    assert r_input(5, 1, 0) == [1, 1, 0, 0, 2, 2, 3, 3, 4, 4, 0]
+    assert tasks.evaluate(5, 4, l_input(4, 2, 3)) == 2 and tasks.evaluate(5, 4, r_input(4, 2, 3)) == 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_random_models(mode):
+    for seed in range(6):
+        for n, d in [(4, 3), (5, 8), (9, 16)]:
+            model = models.build_model(5, n, d, seed=seed, pos_embed="none" if seed % 3 == 0 else "learned")
+            before = [p.clone() for p in model.parameters()]
+            c = interp.find_counterexample(model, attention=mode)
+            _assert_wrong(model, c, mode)
+            assert getattr(model, "attention_modes", [("softmax", 1.0)]) == [("softmax", 1.0)]  # unchanged
+            assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def _parity_model(n: int):
+    """Scores 10 at positions 1 and 3, 0 elsewhere; OV copies the token; the best such model.
+
+    Coordinates: 0..n-1 one-hot token, n = "position 1 or 3", n+1 = "final position".
+    """
+    cfg = models.make_config(5, n, n + 2, 1)
+    m = models.new_model(cfg)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        m.embed.W_E[:, :n] = torch.eye(n)
+        m.pos_embed.W_pos[1, n] = m.pos_embed.W_pos[3, n] = 1.0
+        m.pos_embed.W_pos[2 * n, n + 1] = 1.0
+        a = m.blocks[0].attn
+        a.W_Q[0, n + 1, 0] = 10.0
+        a.W_K[0, n, 0] = 1.0
+        a.W_V[0, :n, :n] = torch.eye(n)
+        a.W_O[0, :n, :n] = 2 * torch.eye(n)
+        m.unembed.W_U[:n] = 3 * torch.eye(n)
+    return m
+
+
+@pytest.mark.parametrize("mode,step,family", [("leftmost", "B", "r(0, 1) o t"), ("rightmost", "A", "l(1, 0) o t"),
+                                              ("average", "D", "l(1, 0) o t")])
+def test_each_step_of_the_proof(mode, step, family):
+    model = _parity_model(5)
+    c = find_counterexample(model, mode)
+    _assert_wrong(model, c, mode)
+    assert (c.step, c.family) == (step, family)
+    if mode == "average":
+        assert c.details["S"] == c.details["T"] == [0, 1, 2, 3]
+
+
+def test_trained_models():
+    from interp.training.trainer import TrainConfig, train
+
+    for n, seed in [(4, 0), (6, 1)]:
+        model = train(TrainConfig(case=5, n=n, d_token=8, seed=seed, max_steps=40, eval_batches=1)).model
+        for mode in MODES:
+            _assert_wrong(model, find_counterexample(model, mode), mode)
+
+
+def test_theorem35_model_under_hard_attention():
+    model = softmax_construction.build(4, dtype=torch.float32)  # one layer + MLP: exact under softmax
+    tokens, answers = tasks.sample(5, 4, 64)
+    assert bool((model(tokens)[:, -1].argmax(-1) == answers).all())
+    for mode in MODES:
+        _assert_wrong(model, find_counterexample(model, mode), mode)
+
+
+def test_where_the_theorem_does_not_apply():
+    with pytest.raises(ValueError, match="one-layer"):
+        find_counterexample(models.build_model(5, 5, 4, n_layers=2, seed=0))
+    with pytest.raises(ValueError, match="softmax"):
+        find_counterexample(models.build_model(5, 5, 4, seed=0), attention="softmax")
+    with pytest.raises(ValueError, match="n >= 4"):
+        find_counterexample(models.build_model(5, 3, 4, seed=0))
+    with pytest.raises(ValueError, match="case 5"):
+        find_counterexample(models.build_model(3, 5, 4, seed=0))
+    from transformer_lens import HookedTransformerConfig
+
+    cfg = {**models.make_config(5, 5, 4, 1, d_head=2).to_dict(), "n_heads": 2}
+    two_heads = models.new_model(HookedTransformerConfig(**cfg))
+    with pytest.raises(ValueError, match="one head"):
+        find_counterexample(two_heads)
+
+
+def test_cli(capsys):
+    import json
+
+    from interp.cli import main
+
+    assert main(["counterexample", "--random", "--n", "5", "--d-token", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [c["attention"] for c in out["counterexamples"]] == list(MODES)
+    for c in out["counterexamples"]:
+        assert c["predicted"] != c["expected"] == tasks.evaluate(5, 5, c["tokens"])
+    assert main(["counterexample"]) == 2
+    assert main(["counterexample", "--random", "--n", "3"]) == 2
+
+
+def test_cli_checkpoint(tmp_path, capsys):
+    import json
+
+    from interp.cli import main
+
+    model = models.build_model(5, 6, 4, seed=7)
+    interp.save(model, tmp_path / "ckpt")
+    assert main(["counterexample", str(tmp_path / "ckpt"), "--attention", "average", "--json"]) == 0
+    (c,) = json.loads(capsys.readouterr().out)["counterexamples"]
+    _assert_wrong(model, find_counterexample(model, "average"), "average")
+    assert c["tokens"] == find_counterexample(model, "average").tokens
+
+
+def test_attention_only_softmax_models_are_wrong_somewhere():
+    import torch.nn.functional as F
+
+    from interp.theory.counterexample import find_counterexample_attention_only, separable_inputs
+
+    for n in (2, 3, 6):
+        for seed in range(4):
+            model = models.build_model(5, n, 6, seed=seed)
+            c = find_counterexample_attention_only(model)
+            with torch.no_grad():
+                assert c.predicted == int(model(torch.tensor([c.tokens]))[0, -1].argmax())
+            assert c.predicted != c.expected == tasks.evaluate(5, n, c.tokens)
+    # the hardest case: a model fitted to the four inputs themselves still gets one wrong
+    n = 3
+    inputs = separable_inputs(n)
+    tokens = torch.tensor([t for t, _ in inputs])
+    answers = torch.tensor([a for _, a in inputs])
+    assert answers.tolist() == [tasks.evaluate(5, n, t) for t in tokens.tolist()]
+    model = models.build_model(5, n, 8, seed=0)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.01)
+    for _ in range(400):
+        loss = F.cross_entropy(model(tokens)[:, -1], answers)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        right = int((model(tokens)[:, -1].argmax(-1) == answers).sum())
+    assert right == 3  # the best possible, reached by the optimiser
+    c = find_counterexample_attention_only(model)
+    assert c.predicted != c.expected and c.step == "separable"
+    with pytest.raises(ValueError, match="MLP can decode"):
+        find_counterexample_attention_only(softmax_construction.build(4))
+    with pytest.raises(ValueError, match="find_counterexample"):
+        find_counterexample_attention_only(attention.set_attention(models.build_model(5, 4, 4, seed=0), "leftmost"))

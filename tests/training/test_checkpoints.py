@@ -1,0 +1,131 @@
+"""Checkpoints: safetensors + JSON, checksum, atomic replace, no unpickling."""
+
+import hashlib
+import json
+import pickle
+
+import pytest
+import torch
+
+from interp.core import constructions, tasks
+from interp.training import checkpoints
+from interp.training.trainer import TrainConfig, train
+
+
+@pytest.fixture(scope="module")
+def result():
+    return train(TrainConfig(case=2, n=5, d_token=4, max_steps=40, eval_batches=1, batch_size=32))
+
+
+def _tokens(case, n, seed=0):
+    return tasks.sample(case, n, 64, generator=torch.Generator().manual_seed(seed))
+
+
+def test_round_trip_of_a_trained_run(result, tmp_path):
+    path = checkpoints.save(result, tmp_path / "run")
+    assert sorted(p.name for p in path.iterdir()) == ["config.json", "model.safetensors"]
+    meta = json.loads((path / "config.json").read_text())
+    assert meta["train_config"] == result.config.to_dict()
+    assert meta["sha256"] == hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()
+    assert meta["result"]["accuracy"] == result.accuracy
+    model = checkpoints.load(path)
+    for (k, v), (k2, v2) in zip(model.state_dict().items(), result.model.state_dict().items()):
+        assert k == k2 and torch.equal(v, v2)
+    tokens, _ = _tokens(2, 5)
+    assert torch.equal(model(tokens), result.model(tokens))
+    assert list(tmp_path.iterdir()) == [path]  # no temporary directory left behind
+
+
+@pytest.mark.parametrize("case", tasks.CASES)
+def test_round_trip_of_a_construction_keeps_its_attention(case, tmp_path):
+    model = constructions.build(case, 6)
+    loaded = checkpoints.load(checkpoints.save(model, tmp_path / f"c{case}"))
+    assert loaded.attention_modes == model.attention_modes
+    tokens, _ = _tokens(case, 6)
+    expected = [tasks.evaluate(case, 6, t) for t in tokens.tolist()]
+    assert loaded(tokens)[:, -1].argmax(-1).tolist() == expected
+    assert not any(p.requires_grad for p in loaded.parameters())
+
+
+def test_save_replaces_atomically_and_survives_a_failed_save(result, tmp_path, monkeypatch):
+    path = checkpoints.save(result, tmp_path / "run")
+    first = (path / "model.safetensors").read_bytes()
+    with torch.no_grad():  # the trainer turns autograd on for itself
+        other = train(result.config.replace(seed=1))
+
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(checkpoints, "save_file", boom)
+    with pytest.raises(OSError, match="disk full"):
+        checkpoints.save(other, path)
+    assert (path / "model.safetensors").read_bytes() == first  # old checkpoint intact
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+    monkeypatch.undo()
+    checkpoints.save(other, path)
+    assert torch.equal(checkpoints.load(path).unembed.W_U, other.model.unembed.W_U)
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+
+
+def test_truncated_weights_are_refused_naming_the_path(result, tmp_path):
+    path = checkpoints.save(result, tmp_path / "run")
+    data = (path / "model.safetensors").read_bytes()
+    (path / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="run.*truncated or corrupt"):
+        checkpoints.load(path)
+
+
+def test_flipped_bytes_are_refused_by_the_checksum(result, tmp_path):
+    path = checkpoints.save(result, tmp_path / "run")
+    data = bytearray((path / "model.safetensors").read_bytes())
+    data[-3] ^= 0xFF
+    (path / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="sha256"):
+        checkpoints.load(path)
+
+
+def test_corrupt_or_missing_json(result, tmp_path):
+    path = checkpoints.save(result, tmp_path / "run")
+    (path / "config.json").write_text('{"format": "interp-checkp')
+    with pytest.raises(ValueError, match="config.json is truncated or corrupt"):
+        checkpoints.load(path)
+    with pytest.raises(ValueError, match="is not a checkpoint"):
+        checkpoints.load(tmp_path / "nowhere")
+
+
+def test_load_never_unpickles(result, tmp_path, monkeypatch):
+    path = checkpoints.save(result, tmp_path / "run")
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("unpickling during load")
+
+    monkeypatch.setattr(pickle, "load", forbidden)
+    monkeypatch.setattr(pickle, "loads", forbidden)
+    monkeypatch.setattr(torch, "load", forbidden)
+    checkpoints.load(path)
+
+
+def test_save_refuses_other_objects(tmp_path):
+    with pytest.raises(ValueError, match="RunResult or a HookedTransformer"):
+        checkpoints.save({"W": torch.zeros(2)}, tmp_path / "x")
+
+
+def test_round_trip_of_an_mlp_model(tmp_path):
+    # d_mlp = 12 is not TransformerLens's default 4 * d_model = 16: the width must be stored
+    r = train(TrainConfig(case=5, n=3, d_token=4, d_mlp=12, max_steps=5, eval_batches=1,
+                          batch_size=16))
+    path = checkpoints.save(r, tmp_path / "mlp")
+    meta = json.loads((path / "config.json").read_text())
+    assert meta["train_config"]["d_mlp"] == 12 and meta["model"]["hooked_config"]["d_mlp"] == 12
+    model = checkpoints.load(path)
+    assert not model.cfg.attn_only and model.cfg.d_mlp == 12
+    for (k, v), (k2, v2) in zip(model.state_dict().items(), r.model.state_dict().items()):
+        assert k == k2 and torch.equal(v, v2)
+    tokens, _ = _tokens(5, 3)
+    assert torch.equal(model(tokens), r.model(tokens))
+    assert TrainConfig.from_dict(meta["train_config"]) == r.config
+
+
+def test_attention_only_config_json_has_no_d_mlp(result, tmp_path):
+    meta = json.loads((checkpoints.save(result, tmp_path / "run") / "config.json").read_text())
+    assert "d_mlp" not in meta["model"]["hooked_config"]  # unchanged from older checkpoints

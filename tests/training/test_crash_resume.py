@@ -1,0 +1,133 @@
+"""Crash-resume: `interp sweep` killed with SIGKILL mid-run (driver and pool workers at once)
+resumes to the store an uninterrupted sweep writes.
+
+The sweep runs in a subprocess (`python -m interp sweep DIR --workers 2`) in its own session;
+the test polls the store read-only until a row is committed, then SIGKILLs the whole process
+group (driver, forkserver, pool workers): nothing gets to clean up, and the DriverLock (an
+flock) dies with the driver. The resume and the reference run in-process pools (--workers 1),
+which give the pool's bits (tests/test_sweeps.py). Independent
+reference: the same command run uninterrupted into another store (a subprocess too, so that
+its MKL mode, set by the CLI before torch starts, is the same; see interp.training.fast_train).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from interp.training import store, sweeps
+from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
+
+# Two short groups (30 steps) scheduled first, then two long ones (300 steps, no early stop):
+# the kill lands while the long groups train.
+SWEEP = """
+from interp.training.sweeps import Layout
+from interp.training.trainer import TrainConfig
+
+def tiny(case, pe, d_token, steps, seed):
+    return TrainConfig(case=case, n=5, d_token=d_token, pos_embed=pe, seed=seed, max_steps=steps,
+                       stop_loss=0.0, batch_size=64, eval_batches=2, curve_every=10)
+
+CONFIGS = [tiny(case, pe, d, steps, seed)
+           for d, steps in [(8, 30), (4, 300)]
+           for case, pe in [(1, "learned"), (3, "none")]
+           for seed in (0, 1)]
+LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token",
+                paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="crash")
+"""
+
+COMPARED = ("accuracy", "steps", "final_loss", "curve", "status", "seed", "config")
+
+
+def _rows_committed(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.1) as db:
+            return db.execute("SELECT count(*) FROM runs").fetchone()[0]
+    except sqlite3.OperationalError:  # no table yet, or the driver holds the write lock
+        return 0
+
+
+def _interp_sweep(folder: Path, *args: str, stderr=subprocess.PIPE) -> subprocess.Popen:
+    """`python -m interp sweep` in its own session (its pool workers share its process group)."""
+    cmd = [sys.executable, "-m", "interp", "sweep", str(folder), "--threads", "1", *args]
+    return subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=stderr,
+                            text=True)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+def _to_completion(proc: subprocess.Popen, timeout: float = 300) -> str:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        _kill_group(proc)  # never leave workers behind, even on a timeout
+    assert proc.returncode == 0, err[-2000:]
+    return out
+
+
+def test_sigkilled_sweep_resumes_to_the_uninterrupted_store(tmp_path):
+    folder = make_sweep(tmp_path, SWEEP, name="crash")
+    sw = sweeps.load(folder)
+    path = sw.default_store
+    queue = sorted(sweeps.plan(sw.configs, {}), key=sweeps._cost, reverse=True)
+    assert [g[0].max_steps for g in queue] == [30, 30, 300, 300]  # short groups go first
+
+    with open(tmp_path / "killed.err", "w") as err:  # a file: nobody reads a pipe meanwhile
+        proc = _interp_sweep(folder, "--workers", "2", stderr=err)
+        try:
+            deadline = time.monotonic() + 300
+            while _rows_committed(path) < 1:
+                assert proc.poll() is None, (tmp_path / "killed.err").read_text()[-2000:]
+                assert time.monotonic() < deadline, "no run finished in 300 s"
+                time.sleep(0.05)
+        finally:
+            _kill_group(proc)  # SIGKILL to the driver and its pool workers: no clean-up at all
+    assert proc.returncode == -signal.SIGKILL
+
+    killed = store.read(path).set_index("name")
+    assert 1 <= len(killed) < len(sw.configs)  # killed mid-sweep, after a commit
+    assert set(killed["status"]) == {"ok"}
+    log = store.read_sweeps(path)
+    assert len(log) == 1 and log.iloc[0]["finished_at"] is None  # no chance to record an end
+
+    out = _to_completion(_interp_sweep(folder, "--workers", "1"))  # the lock died with the driver
+    missing = len(sw.configs) - len(killed)
+    assert f"{len(killed)} already stored, {missing} trained now (0 failed)" in out
+
+    final = store.read(path).set_index("name")
+    assert sorted(final.index) == sorted(c.name() for c in sw.configs)  # one row each
+    for name in killed.index:  # finished runs kept as they were, not retrained
+        assert final.loc[name, "finished_at"] == killed.loc[name, "finished_at"]
+        assert final.loc[name, "checksums"] == killed.loc[name, "checksums"]
+    log = store.read_sweeps(path)
+    assert list(log["runs_done"]) == [0, missing] and log.iloc[1]["outcome"] == "done"
+    assert store.verify(path, files=True) == {"verified": len(sw.configs), "unverified": 0,
+                                              "files": 2 * len(sw.configs)}
+    ckpts = sorted(p.name for p in (path.parent / "checkpoints").iterdir())
+    assert ckpts == sorted(final.index)  # no stray partial (.tmp/.old) or orphan folders
+
+    ref_store = tmp_path / "ref" / "store.sqlite"  # the same command, never killed
+    _to_completion(_interp_sweep(folder, "--workers", "1", "--store", str(ref_store)))
+    ref = store.read(ref_store).set_index("name").sort_index()
+    final = final.sort_index()
+    assert list(final.index) == list(ref.index)
+    for col in COMPARED:
+        assert list(final[col]) == list(ref[col]), col
+    assert [s["model.safetensors"] for s in final["checksums"]] == [
+        s["model.safetensors"] for s in ref["checksums"]]

@@ -1,0 +1,294 @@
+"""Sweeps: loading configs.py, planning, the driver, resume, atomicity, the pool, the CLI.
+
+Tiny configs (n = 5, a few dozen steps) keep this fast; the real trainer runs throughout.
+Independent references: stored accuracies are recomputed from the stored checkpoints with
+TransformerLens's own forward pass; trainer calls are counted; the pool's results are compared
+with the in-process results of the same seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from interp import cli
+from interp.training import checkpoints, store, sweeps, trainer as training
+from interp.training.trainer import TrainConfig
+
+REPO = Path(__file__).resolve().parents[2]
+
+TINY = """
+from interp.training.sweeps import Layout
+from interp.training.trainer import TrainConfig
+
+CONFIGS = [
+    TrainConfig(case=case, n=5, d_token=4, pos_embed=pe, seed=seed, max_steps=30,
+                batch_size=64, eval_batches=2, curve_every=10)
+    for case, pe in [(1, "learned"), (3, "none")]
+    for seed in (0, 1)
+]
+LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token",
+                paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="tiny")
+"""
+
+
+def make_sweep(root: Path, text: str = TINY, name: str = "tiny") -> Path:
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "configs.py").write_text(textwrap.dedent(text))
+    shutil.copy(REPO / "experiments" / "table1" / "paper.csv", folder / "paper.csv")
+    return folder
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Record every train_group call (the list of seeds) while still training for real."""
+    seen: list[list[int]] = []
+    real = training.train_group
+
+    def counting(configs, **kw):
+        seen.append([c.seed for c in configs])
+        return real(configs, **kw)
+
+    monkeypatch.setattr(training, "train_group", counting)
+    return seen
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def test_load_reads_configs_and_layout(tmp_path):
+    sw = sweeps.load(make_sweep(tmp_path))
+    assert sw.name == "tiny"
+    assert [(c.case, c.pos_embed, c.seed) for c in sw.configs] == [
+        (1, "learned", 0), (1, "learned", 1), (3, "none", 0), (3, "none", 1)]
+    assert sw.layout.rows == ("case", "pos_embed") and sw.layout.column == "d_token"
+    assert sw.paper_csv == tmp_path / "tiny" / "paper.csv"
+    assert sw.default_store == tmp_path / "tiny" / "results" / "store.sqlite"
+
+
+@pytest.mark.parametrize("table, runs, groups", [("table1", 150, 30), ("table2", 160, 32)])
+def test_paper_sweeps_declare_the_issue_grid(table, runs, groups):
+    sw = sweeps.load(REPO / "experiments" / table)
+    assert len(sw.configs) == runs and len(sweeps.group_by_seed(sw.configs)) == groups
+    for c in sw.configs:  # the paper's protocol, untouched
+        assert (c.lr, c.batch_size, c.max_steps, c.stop_loss, c.eval_batches) == (
+            1e-3, 256, 10_000, 0.01, 100)
+    cells = {(c.case, c.pos_embed, c.n, c.n_layers, c.d_token) for c in sw.configs}
+    seeds = {c.seed for c in sw.configs}
+    assert seeds == {0, 1, 2, 3, 4}
+    if table == "table1":
+        rows = [(1, "learned"), (1, "none"), (2, "none"), (3, "none"), (4, "learned"), (4, "none")]
+        assert cells == {(c, pe, 100, 1, d) for c, pe in rows for d in (2, 4, 8, 16, 32)}
+    else:
+        assert cells == {(5, "learned", n, L, d) for n in (2, 5, 10, 20) for L in (1, 2)
+                         for d in (16, 32, 100, 200)}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (None, "configs.py not found"),
+        ("CONFIGS = [\n", "syntax error"),
+        ("from interp.training.trainer import TrainConfig\nCONFIGS = [TrainConfig(case=1, n=1, d_token=2)]\n",
+         "n=1"),
+        ("from interp.training.trainer import TrainConfig\nCONFIGS = [TrainConfig(case=6, n=5, d_token=2)]\n",
+         "case=6"),
+        ("from interp.training.trainer import TrainConfig\n"
+         "CONFIGS = [TrainConfig(case=1, n=5, d_token=2, n_layers=3)]\n", "n_layers=3"),
+        ("from interp.training.trainer import TrainConfig\n"
+         "CONFIGS = [TrainConfig(case=1, n=5, d_token=2, stop_loss=-1)]\n", "stop_loss=-1"),
+        ("from interp.training.trainer import TrainConfig\nCONFIGS = [TrainConfig(case=1, n=5, d_token=0)]\n",
+         "d_token=0"),
+        ("CONFIGS = []\nLAYOUT = None\n", "CONFIGS is empty"),
+        ("from interp.training.trainer import TrainConfig\nCONFIGS = [TrainConfig(case=1, n=5, d_token=2)]\n",
+         "defines no LAYOUT"),
+        ("from interp.training.trainer import TrainConfig\nfrom interp.training.sweeps import Layout\n"
+         "CONFIGS = [TrainConfig(case=1, n=5, d_token=2)] * 2\n"
+         "LAYOUT = Layout(rows=('case',), column='d_token')\n", "repeats CONFIGS[0]"),
+        ("from interp.training.trainer import TrainConfig\nfrom interp.training.sweeps import Layout\n"
+         "CONFIGS = [TrainConfig(case=1, n=5, d_token=2)]\n"
+         "LAYOUT = Layout(rows=('colour',), column='d_token')\n", "colour"),
+        ("CONFIGS = [1]\nLAYOUT = None\n", "CONFIGS[0] is a int"),
+    ],
+)
+def test_bad_sweep_folders_fail_naming_the_fault(tmp_path, text, message):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    if text is not None:
+        (folder / "configs.py").write_text(text)
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        sweeps.load(folder)
+
+
+def test_cli_reports_a_bad_config_before_training(tmp_path, capsys, calls):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "configs.py").write_text(
+        "from interp.training.trainer import TrainConfig\nCONFIGS = [TrainConfig(case=1, n=5, d_token=2, lr=5)]\n")
+    assert cli.main(["sweep", str(folder)]) == 2
+    assert "lr=5" in capsys.readouterr().err
+    assert calls == [] and not (folder / "results").exists()
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def test_plan_groups_seeds_and_skips_finished():
+    base = TrainConfig(case=1, n=5, d_token=2)
+    configs = [base.replace(seed=s) for s in range(3)] + [base.replace(d_token=4, seed=s) for s in range(2)]
+    groups = sweeps.plan(configs, {})
+    assert [[c.seed for c in g] for g in groups] == [[0, 1, 2], [0, 1]]
+    done = {configs[0].name(): "ok", configs[1].name(): "failed: nan", configs[3].name(): "ok"}
+    assert [[(c.d_token, c.seed) for c in g] for g in sweeps.plan(configs, done)] == [[(2, 2)], [(4, 1)]]
+    assert [[(c.d_token, c.seed) for c in g] for g in sweeps.plan(configs, done, retry_failed=True)] == [
+        [(2, 1), (2, 2)], [(4, 1)]]
+    assert sum(len(g) for g in sweeps.plan(configs, {}, limit=4)) == 4
+    with pytest.raises(ValueError, match="limit=-1"):
+        sweeps.plan(configs, {}, limit=-1)
+
+
+def test_where_filters_and_names_unknown_fields():
+    base = TrainConfig(case=1, n=5, d_token=2)
+    configs = [base, base.replace(case=3, pos_embed="none")]
+    assert sweeps.select(configs, sweeps.parse_where(["case=3"])) == [configs[1]]
+    assert sweeps.select(configs, sweeps.parse_where(["pos_embed=learned", "n=5"])) == [configs[0]]
+    with pytest.raises(ValueError, match="colour"):
+        sweeps.select(configs, {"colour": "red"})
+    with pytest.raises(ValueError, match="FIELD=VALUE"):
+        sweeps.parse_where(["case"])
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+def test_sweep_stores_runs_and_resume_trains_only_what_is_missing(tmp_path, calls):
+    sw = sweeps.load(make_sweep(tmp_path))
+    first = sweeps.run_sweep(sw, limit=3)
+    assert (first.trained, first.skipped) == (3, 0)
+    assert calls == [[0, 1], [0]]  # seeds of a config train as one group
+    before = store.read(sw.default_store).set_index("name")
+
+    second = sweeps.run_sweep(sw)
+    assert (second.trained, second.skipped, second.total) == (1, 3, 4)
+    assert calls[2:] == [[1]]  # only the missing run
+    third = sweeps.run_sweep(sw)
+    assert (third.trained, third.skipped) == (0, 4) and len(calls) == 3
+
+    df = store.read(sw.default_store).set_index("name")
+    assert sorted(df.index) == sorted(c.name() for c in sw.configs)  # one row each, no duplicates
+    for name in before.index:  # finished rows were not rewritten
+        assert df.loc[name, "finished_at"] == before.loc[name, "finished_at"]
+        assert df.loc[name, "accuracy"] == before.loc[name, "accuracy"]
+    log = store.read_sweeps(sw.default_store)
+    assert list(log["runs_done"]) == [3, 1, 0] and log["wall_seconds"].notna().all()
+    assert list(log["outcome"]) == ["done"] * 3
+
+    for c in sw.configs:  # each row matches its config and its checkpoint
+        row = df.loc[c.name()]
+        assert row["status"] == "ok" and row["seed"] == c.seed and row["case"] == c.case
+        assert TrainConfig.from_dict(json.loads(row["config"])) == c
+        assert row["curve"][0][0] == 1 and row["curve"][-1][0] == row["steps"]
+        model = checkpoints.load(row["checkpoint"])  # TransformerLens's own forward:
+        assert training.evaluate_accuracy(model, c) == pytest.approx(row["accuracy"], abs=0)
+        assert Path(row["checkpoint"]).parent == sw.root / "results" / "checkpoints"
+        assert Path(row["checkpoint"]).name == c.name()
+
+
+def test_a_driver_killed_between_checkpoint_and_row_reruns_that_run(tmp_path, monkeypatch, calls):
+    sw = sweeps.load(make_sweep(tmp_path))
+    real_put = store.Store.put
+    puts = []
+
+    def dying_put(self, record, checkpoint=None, checksums=None):
+        if len(puts) == 1:  # the second run: checkpoint placed, row never committed
+            raise KeyboardInterrupt
+        puts.append(record.name)
+        return real_put(self, record, checkpoint, checksums)
+
+    monkeypatch.setattr(store.Store, "put", dying_put)
+    with pytest.raises(KeyboardInterrupt):
+        sweeps.run_sweep(sw)
+    monkeypatch.setattr(store.Store, "put", real_put)
+    assert list(store.read_sweeps(sw.default_store)["outcome"]) == ["interrupted: KeyboardInterrupt"]
+    df = store.read(sw.default_store)
+    assert list(df["name"]) == puts == [sw.configs[0].name()]
+    orphan = sw.root / "results" / "checkpoints" / sw.configs[1].name()
+    assert orphan.is_dir()  # a complete checkpoint without a row: it will be redone
+
+    summary = sweeps.run_sweep(sw)
+    assert (summary.trained, summary.skipped) == (3, 1)
+    assert calls == [[0, 1], [1], [0, 1]]
+    df = store.read(sw.default_store)
+    assert sorted(df["name"]) == sorted(c.name() for c in sw.configs)
+    assert not [p for p in (sw.root / "results" / "checkpoints").iterdir() if p.name.startswith(".")]
+    row = df.set_index("name").loc[sw.configs[1].name()]
+    assert row["checkpoint"] == str(orphan.resolve())
+    assert checkpoints.read_meta(orphan)["sha256"] == row["checksums"]["model.safetensors"]
+
+
+def test_a_trainer_exception_marks_the_group_failed_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    sw = sweeps.load(make_sweep(tmp_path))
+    real = training.train_group
+
+    def flaky(configs, **kw):
+        if configs[0].case == 1:
+            raise FloatingPointError("loss is nan at step 7")
+        return real(configs, **kw)
+
+    monkeypatch.setattr(training, "train_group", flaky)
+    summary = sweeps.run_sweep(sw)
+    assert (summary.trained, summary.failed) == (4, 2)
+    df = store.read(sw.default_store)
+    statuses = {(r.case, r.seed): r.status for r in df.itertuples()}
+    assert statuses[(1, 0)] == statuses[(1, 1)] == "failed: FloatingPointError: loss is nan at step 7"
+    assert statuses[(3, 0)] == statuses[(3, 1)] == "ok"
+    # failed runs are finished: skipped on resume unless asked to retry
+    monkeypatch.setattr(training, "train_group", real)
+    assert sweeps.run_sweep(sw).trained == 0
+    again = sweeps.run_sweep(sw, retry_failed=True)
+    assert (again.trained, again.failed) == (2, 0)
+    assert set(store.read(sw.default_store)["status"]) == {"ok"}
+
+
+def test_pool_of_two_workers_gives_the_in_process_results(tmp_path):
+    sw = sweeps.load(make_sweep(tmp_path))
+    local = sweeps.run_sweep(sw, store=tmp_path / "local" / "store.sqlite")
+    pooled = sweeps.run_sweep(sw, store=tmp_path / "pool" / "store.sqlite", workers=2, threads=1)
+    assert local.trained == pooled.trained == 4
+    a = store.read(tmp_path / "local" / "store.sqlite").set_index("name").sort_index()
+    b = store.read(tmp_path / "pool" / "store.sqlite").set_index("name").sort_index()
+    assert list(a["accuracy"]) == list(b["accuracy"]) and list(a["steps"]) == list(b["steps"])
+    assert list(a["final_loss"]) == list(b["final_loss"])
+    assert [x["model.safetensors"] for x in a["checksums"]] == [x["model.safetensors"] for x in b["checksums"]]
+
+
+def test_cli_sweep_runs_and_prints_a_summary(tmp_path, capsys):
+    folder = make_sweep(tmp_path)
+    assert cli.main(["sweep", str(folder), "--where", "case=3", "--limit", "1",
+                     "--store", str(tmp_path / "s" / "x.sqlite")]) == 0
+    out = capsys.readouterr()
+    assert "4 runs declared" not in out.out and "2 runs declared, 0 already stored, 1 trained now" in out.out
+    assert "run" in out.err  # the progress bar
+    with sqlite3.connect(tmp_path / "s" / "x.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+    assert (tmp_path / "s" / "checkpoints").is_dir()
+
+
+def test_a_tampered_store_row_stops_the_sweep_before_training(tmp_path, capsys, calls):
+    sw = sweeps.load(make_sweep(tmp_path))
+    first = sw.configs[0]
+    with store.Store(sw.default_store) as db:
+        db.put(store.RunRecord(name=first.name(), sweep="tiny", config=first.to_dict(),
+                               seed=first.seed, status="ok", accuracy=0.2, steps=30))
+    with sqlite3.connect(sw.default_store) as raw:  # someone edits a result by hand
+        raw.execute("UPDATE runs SET accuracy=1.0")
+    assert cli.main(["sweep", str(sw.root)]) == 2
+    err = capsys.readouterr().err
+    assert f"run {first.name()} in {sw.default_store}" in err and "Traceback" not in err
+    assert calls == []

@@ -1,0 +1,287 @@
+"""TrainConfig, train and train_group: validation, protocol, determinism."""
+
+import dataclasses
+import hashlib
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from interp.core import tasks
+from interp.training.trainer import (
+    RunResult, TrainConfig, evaluate_accuracy, generator, init_model, one_thread, stream_seed,
+    train, train_group, trainable,
+)
+
+BAD_FIELDS = [
+    dict(testcase_name="n below 2", field="n", value=1),
+    dict(testcase_name="d_token 0", field="d_token", value=0),
+    dict(testcase_name="case 0", field="case", value=0),
+    dict(testcase_name="case 6", field="case", value=6),
+    dict(testcase_name="case bool", field="case", value=True),
+    dict(testcase_name="3 layers", field="n_layers", value=3),
+    dict(testcase_name="pos_embed", field="pos_embed", value="rotary"),
+    dict(testcase_name="negative seed", field="seed", value=-1),
+    dict(testcase_name="lr 0", field="lr", value=0.0),
+    dict(testcase_name="lr nan", field="lr", value=float("nan")),
+    dict(testcase_name="batch 0", field="batch_size", value=0),
+    dict(testcase_name="max_steps 0", field="max_steps", value=0),
+    dict(testcase_name="stop_loss negative", field="stop_loss", value=-0.1),
+    dict(testcase_name="eval_batches 0", field="eval_batches", value=0),
+    dict(testcase_name="curve_every 0", field="curve_every", value=0),
+    dict(testcase_name="init", field="init", value="orthogonal"),
+    dict(testcase_name="function", field="function", value="bijection"),
+    dict(testcase_name="float n", field="n", value=10.0),
+    dict(testcase_name="d_mlp negative", field="d_mlp", value=-1),
+    dict(testcase_name="d_mlp bool", field="d_mlp", value=True),
+]
+
+
+@pytest.mark.parametrize("bad", BAD_FIELDS, ids=[b["testcase_name"] for b in BAD_FIELDS])
+def test_bad_fields_fail_naming_field_value_and_range(bad):
+    kwargs = dict(case=3, n=10, d_token=8)
+    kwargs[bad["field"]] = bad["value"]
+    with pytest.raises(ValueError, match=rf"^{bad['field']}=") as e:
+        TrainConfig(**kwargs)
+    assert "accepted" in str(e.value)
+
+
+def test_defaults_are_the_papers_protocol():
+    c = TrainConfig(case=1, n=100, d_token=8)
+    assert (c.lr, c.batch_size, c.max_steps, c.stop_loss, c.eval_batches) == (
+        1e-3, 256, 10_000, 0.01, 100
+    )
+    assert (c.n_layers, c.pos_embed, c.function) == (1, "learned", "permutation")
+
+
+def test_dict_round_trip_and_name():
+    c = TrainConfig(case=5, n=20, d_token=200, n_layers=2, seed=3)
+    d = json.loads(json.dumps(c.to_dict()))
+    assert TrainConfig.from_dict(d) == c
+    assert d.pop("d_mlp") == 0  # attention-only: not hashed, so names predate the field
+    expected = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+    assert c.name() == expected
+    assert TrainConfig.from_dict(d) == c  # dicts written before d_mlp existed still load
+    m = c.replace(d_mlp=64)
+    md = m.to_dict()
+    assert md["d_mlp"] == 64 and TrainConfig.from_dict(md) == m
+    assert m.name() == hashlib.sha256(json.dumps(md, sort_keys=True).encode()).hexdigest()[:12]
+    assert c.replace(seed=4).name() != c.name()
+    with pytest.raises(ValueError, match="unknown TrainConfig fields"):
+        TrainConfig.from_dict({**d, "dropout": 0.1})
+
+
+def test_names_of_existing_runs_are_pinned():
+    """Names of attention-only runs are the ones stores hold from before d_mlp existed."""
+    assert TrainConfig(case=3, n=100, d_token=32).name() == "dca783ae7261"
+    assert TrainConfig(
+        case=5, n=10, d_token=32, n_layers=2, init="pytorch", seed=3
+    ).name() == "af145e45bfdf"
+    assert TrainConfig(case=3, n=100, d_token=32, d_mlp=0).name() == "dca783ae7261"
+    assert TrainConfig(case=3, n=100, d_token=32, d_mlp=128).name() != "dca783ae7261"
+
+
+def test_label_mentions_the_mlp():
+    assert TrainConfig(case=5, n=2, d_token=16, d_mlp=64).label() == (
+        "case5 n2 d16 L1 mlp64 pe=learned seed0"
+    )
+    assert "mlp" not in TrainConfig(case=5, n=2, d_token=16).label()
+
+
+def test_streams_are_distinct_per_seed_and_purpose():
+    seeds = {stream_seed(s, k) for s in range(5) for k in ("train", "test")}
+    assert len(seeds) == 10
+
+
+def _tiny(**kw):
+    base = dict(case=3, n=5, d_token=4, max_steps=60, eval_batches=3, batch_size=64,
+                curve_every=20)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+def test_same_config_same_bits(engine):
+    a, b = train(_tiny(), engine=engine), train(_tiny(), engine=engine)
+    assert a.accuracy == b.accuracy and a.curve == b.curve
+    for p, q in zip(a.model.state_dict().values(), b.model.state_dict().values()):
+        assert torch.equal(p, q)
+    c = train(_tiny(seed=1), engine=engine)
+    assert not torch.equal(c.model.unembed.W_U, a.model.unembed.W_U)
+
+
+def test_training_leaves_global_rng_and_threads_alone():
+    torch.manual_seed(123)
+    threads = torch.get_num_threads()
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    train(_tiny(max_steps=2))
+    assert torch.equal(torch.rand(3), expected)
+    assert torch.get_num_threads() == threads
+
+
+def test_result_fields_and_curve_sampling():
+    r = train(_tiny(stop_loss=0.0))
+    assert isinstance(r, RunResult) and r.status == "ok"
+    assert r.steps == 60 and [s for s, _ in r.curve] == [1, 20, 40, 60]
+    assert r.final_loss == r.curve[-1][1]
+    assert 0.0 <= r.accuracy <= 1.0 and r.seconds > 0
+    assert r.model.cfg.d_model == 8 and r.model.cfg.d_head == 8  # d_model = 2 d_token, d_head = d_model
+
+
+def test_accuracy_is_the_transformer_lens_models_accuracy_on_the_test_stream():
+    r = train(_tiny(max_steps=150))
+    config = r.config
+    g = generator(config.seed, "test")
+    correct = 0
+    with torch.no_grad():
+        for _ in range(config.eval_batches):
+            tokens, _ = tasks.sample(config.case, config.n, config.batch_size, generator=g)
+            answers = torch.tensor([tasks.evaluate(3, 5, t) for t in tokens.tolist()])
+            correct += int((r.model(tokens)[:, -1].argmax(-1) == answers).sum())
+    assert r.accuracy == correct / (config.eval_batches * config.batch_size)
+
+
+def test_stop_rule_update_then_stop():
+    """A step whose loss is below stop_loss is the last one, and its update is applied."""
+    config = _tiny(stop_loss=100.0)
+    r = train(config)
+    assert r.steps == 1 and [s for s, _ in r.curve] == [1]
+    model = init_model(config)  # one plain TransformerLens Adam step from the same init
+    opt = torch.optim.Adam(trainable(model), lr=config.lr)
+    with one_thread():
+        tokens, answers = tasks.sample(3, 5, 64, generator=generator(config.seed, "train"))
+        loss = F.cross_entropy(model(tokens)[:, -1], answers)
+        loss.backward()
+        opt.step()
+    assert math.isclose(r.final_loss, loss.item(), abs_tol=1e-6)
+    # Adam's first step moves each weight by lr * g / (|g| + eps): lr where the gradient is
+    # clear, a rounding-sensitive amount where it is ~eps (e.g. b_K, whose exact gradient is 0).
+    for p, q in zip(r.model.parameters(), model.parameters()):
+        if q.grad is None:
+            continue
+        clear = q.grad.abs() > 1e-5
+        torch.testing.assert_close(p[clear], q[clear], atol=1e-6, rtol=0)
+        assert ((p - q).abs() <= config.lr * 1.001).all()
+
+
+def test_trained_parameters_are_the_models_own():
+    r = train(_tiny(case=2))
+    names = {n for n, p in r.model.named_parameters() if p.requires_grad}
+    assert "embed.parametrizations.W_E.original0" in names  # the key table is trained
+    init = init_model(r.config)
+    for (name, p), q in zip(r.model.named_parameters(), init.parameters()):
+        if p.requires_grad and not name.endswith("b_K"):  # b_K: softmax-invariant, grad 0
+            assert not torch.equal(p, q), name
+
+
+def test_no_positional_embedding_stays_zero():
+    r = train(_tiny(case=1, pos_embed="none"))
+    assert not r.model.pos_embed.W_pos.requires_grad
+    assert not r.model.pos_embed.W_pos.any()
+
+
+def test_learns_a_small_table():
+    """Behaviour that cannot be faked: case 2 with n = 4 is learned to 100% test accuracy."""
+    r = train(TrainConfig(case=2, n=4, d_token=8, lr=0.01, max_steps=1500, eval_batches=4))
+    assert r.steps < 1500 and r.final_loss < 0.01
+    assert r.accuracy == 1.0
+
+
+def test_case_1_without_positions_stays_at_chance():
+    r = train(TrainConfig(case=1, n=8, d_token=8, pos_embed="none", max_steps=300,
+                          eval_batches=8, lr=0.01))
+    assert r.accuracy < 0.25  # chance is 1/8: the model cannot tell positions apart
+
+
+def test_group_validation():
+    with pytest.raises(ValueError, match="differ only in seed"):
+        train_group([_tiny(), _tiny(seed=1, d_token=8)])
+    with pytest.raises(ValueError, match="repeated seeds"):
+        train_group([_tiny(), _tiny()])
+    with pytest.raises(ValueError, match="engine"):
+        train(_tiny(), engine="jax")
+    assert train_group([]) == []
+
+
+def test_other_initialisations_are_seeded():
+    a = init_model(_tiny(init="xavier_normal"))
+    b = init_model(_tiny(init="xavier_normal"))
+    c = init_model(_tiny())
+    assert torch.equal(a.blocks[0].attn.W_Q, b.blocks[0].attn.W_Q)
+    assert not torch.equal(a.blocks[0].attn.W_Q, c.blocks[0].attn.W_Q)
+
+
+def test_pytorch_initialisation_follows_the_layer_defaults():
+    config = _tiny(case=2, d_token=16, init="pytorch")
+    m = init_model(config)
+    key = m.embed.parametrizations.W_E.original0
+    assert abs(key.std().item() - 1.0) < 0.3  # nn.Embedding: N(0, 1)
+    bound = 1 / 32**0.5  # d_model = 32
+    for p in (m.blocks[0].attn.W_Q, m.blocks[0].attn.b_K, m.unembed.W_U):
+        assert p.abs().max() <= bound and p.abs().max() > 0.8 * bound
+    assert torch.equal(init_model(config).unembed.W_U, m.unembed.W_U)  # seeded
+    assert not m.pos_embed.W_pos.requires_grad or m.pos_embed.W_pos.std() > 0.5
+
+
+def test_metrics_are_json():
+    r = train(_tiny(max_steps=3))
+    d = json.loads(json.dumps(r.metrics()))
+    assert d["name"] == r.config.name() and d["config"] == dataclasses.asdict(r.config)
+
+
+def test_pytorch_initialisation_covers_the_mlp():
+    config = _tiny(case=5, d_token=16, d_mlp=64, init="pytorch")
+    m = init_model(config)
+    mlp = m.blocks[0].mlp
+    for p, fan_in in ((mlp.W_in, 16), (mlp.b_in, 16), (mlp.W_out, 64), (mlp.b_out, 64)):
+        bound = 1 / fan_in**0.5  # nn.Linear: U(+-1/sqrt(fan_in)), d_model = 16, d_mlp = 64
+        assert p.abs().max() <= bound and p.abs().max() > 0.8 * bound
+    assert torch.equal(init_model(config).blocks[0].mlp.W_out, mlp.W_out)  # seeded
+    gpt2 = init_model(config.replace(init="gpt2")).blocks[0].mlp  # TransformerLens's own
+    assert gpt2.W_in.abs().max() > 0 and not gpt2.b_in.any()
+
+
+def _all_case5_n2_inputs_right(model) -> bool:
+    tokens, _ = tasks.enumerate_inputs(5, 2, "permutation")
+    answers = torch.tensor([tasks.evaluate(5, 2, t) for t in tokens.tolist()])  # plain Python
+    with torch.no_grad():
+        return bool((model(tokens)[:, -1].argmax(-1) == answers).all())
+
+
+def test_one_layer_with_an_mlp_learns_case_5_at_n_2():
+    """The point of d_mlp: one attention layer + MLP learns case 5 at n = 2 to 100% on every
+    input, where no one-layer attention-only softmax model can exceed 75% (one of the four
+    separable inputs per query is wrong: find_counterexample_attention_only), which refuses it."""
+    from interp.theory import counterexample
+
+    config = TrainConfig(case=5, n=2, d_token=4, d_mlp=16, lr=1e-2, init="pytorch",
+                         max_steps=1000, eval_batches=8, batch_size=128)
+    r = train(config)
+    assert r.status == "ok" and r.steps < 1000 and r.final_loss < 0.01
+    assert r.accuracy == 1.0 and _all_case5_n2_inputs_right(r.model)
+    with pytest.raises(ValueError, match="attn_only=False"):
+        counterexample.find_counterexample_attention_only(r.model)
+    # the same model without its MLP is attention-only: the argument finds a wrong input
+    assert TrainConfig.from_dict({**config.to_dict(), "d_mlp": 0}).d_mlp == 0
+    found = counterexample.find_counterexample_attention_only(init_model(config.replace(d_mlp=0)))
+    assert found.predicted != found.expected
+
+
+def test_two_layers_with_an_mlp_train_with_the_plain_loop():
+    """The fast engine covers one-layer MLP models only; two-layer ones go to the reference
+    loop, seed by seed, and train_group gives each seed what the reference engine gives."""
+    from interp.training.trainer import fast_covers
+
+    configs = [_tiny(case=5, n=3, n_layers=2, d_mlp=8, max_steps=10, eval_batches=1, seed=s)
+               for s in range(2)]
+    assert not fast_covers(configs[0]) and fast_covers(configs[0].replace(n_layers=1))
+    group = train_group(configs)
+    for r in group:
+        ref = train(r.config, engine="reference")
+        assert (r.steps, r.curve, r.accuracy, r.status) == (ref.steps, ref.curve, ref.accuracy, ref.status)
+        for p, q in zip(r.model.state_dict().values(), ref.model.state_dict().values()):
+            assert torch.equal(p, q)
+        assert r.model.blocks[1].mlp.W_in.shape == (4, 8)  # [d_model, d_mlp]
