@@ -13,3 +13,21 @@ def _deterministic():
 def pytest_configure(config):
     # Only TransformerLens's own HookedTransformer deprecation warning is silenced (pyproject).
     warnings.filterwarnings("default")
+
+
+@pytest.fixture
+def assert_drawn():
+    """Check that a PNG file is a drawn figure, not an empty or blank canvas: it decodes, is at
+    least ``min_px`` on each side, and has ink (pixel spread and several distinct colours)."""
+
+    def check(path, *, min_px: int = 200, min_colors: int = 8) -> None:
+        import numpy as np
+        from matplotlib.image import imread
+
+        img = imread(path)
+        assert img.ndim == 3 and min(img.shape[:2]) >= min_px, (path, img.shape)
+        rgb = (img[..., :3] * 255).astype(np.uint8).reshape(-1, 3)
+        colors = len(np.unique(rgb, axis=0))
+        assert img[..., :3].std() > 0.02 and colors >= min_colors, (path, float(img[..., :3].std()), colors)
+
+    return check

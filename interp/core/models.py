@@ -90,7 +90,7 @@ class ModelSpec:
         tasks.check_n(self.n)
         if isinstance(self.d_token, bool) or not isinstance(self.d_token, int) or self.d_token < 1:
             raise ValueError(f"d_token={self.d_token!r}; accepted: an integer >= 1")
-        if self.n_layers not in (1, 2):
+        if isinstance(self.n_layers, bool) or not isinstance(self.n_layers, int) or self.n_layers not in (1, 2):
             raise ValueError(f"n_layers={self.n_layers!r}; accepted: 1 or 2")
         if self.pos_embed not in POS_EMBEDS:
             raise ValueError(f"pos_embed={self.pos_embed!r}; accepted: one of {POS_EMBEDS}")

@@ -33,7 +33,6 @@ import dataclasses
 import importlib.util
 import logging
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -286,6 +285,7 @@ def run_sweep(
     address: str | None = None,
     on_start: Callable[[list], None] | None = None,
     on_run: Callable[[RunRecord], None] | None = None,
+    on_plan: Callable[[int], None] | None = None,
 ) -> Summary:
     """Train every run of ``sweep`` that the store does not have yet.
 
@@ -297,8 +297,9 @@ def run_sweep(
              instance.
     threads: torch threads per worker (default: the cores divided among the workers; 1 on Ray).
     limit, where: train at most ``limit`` runs / only configs matching ``where``.
-    on_start(configs) is called when a group starts, on_run(record) after each row commits
-    (the CLI drives its progress bar with them).
+    on_plan(runs_to_train) is called once the store's lock is held and the plan made,
+    on_start(configs) when a group starts, on_run(record) after each row commits (the CLI
+    drives its progress bar with them). Nothing opens the store before the lock is held.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers={workers!r}; accepted: an integer >= 1")
@@ -315,6 +316,8 @@ def run_sweep(
         db.verify()  # an edited or corrupt row stops the sweep, naming the run
         done = db.statuses()
         groups = plan(configs, done, retry_failed=retry_failed, limit=limit)
+        if on_plan is not None:
+            on_plan(sum(len(g) for g in groups))
         pooled = backend == "local" and workers > 1 and len(groups) > 1
         if pooled:
             threads = threads or max(1, cores // workers)
@@ -367,98 +370,3 @@ def run_sweep(
     return Summary(sweep=sweep.name, store=store_path, total=len(configs), skipped=skipped,
                    trained=trained, failed=failed, workers=workers, wall_seconds=round(wall, 3),
                    backend=backend)
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def add_arguments(p) -> None:
-    p.add_argument("dir", help="sweep folder holding configs.py (e.g. experiments/table1)")
-    p.add_argument("--workers", type=int, default=1,
-                   help="worker processes (default 1: train in this process); "
-                        "with --backend ray and no --address, the local Ray instance's CPUs")
-    p.add_argument("--backend", choices=BACKENDS, default="local",
-                   help="local: a process pool (default); ray: one Ray task per group of seeds "
-                        "(pip install 'interp[ray]')")
-    p.add_argument("--address", default=None,
-                   help="with --backend ray: the Ray cluster to join (auto, or HOST:PORT of "
-                        "the head); default: start a local Ray instance")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch threads per worker (default: cores / workers)")
-    p.add_argument("--store", default=None,
-                   help="results store (default DIR/results/store.sqlite; checkpoints beside it)")
-    p.add_argument("--limit", type=int, default=None, help="train at most this many runs now")
-    p.add_argument("--where", action="append", metavar="FIELD=VALUE",
-                   help="only configs with this field value (repeatable), e.g. --where case=5")
-    p.add_argument("--retry-failed", action="store_true", help="rerun runs stored as failed")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-
-
-def progress_callbacks(total: int, desc: str, *, disable: bool = False, initial: int = 0):
-    """A tqdm bar (runs done / total, the groups training now, ETA) and the callbacks for it."""
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, initial=initial, desc=desc, unit="run", disable=disable,
-               dynamic_ncols=True, file=sys.stderr)
-    running: dict[str, int] = {}  # group label -> seeds still training
-
-    def show(last: str = "") -> None:
-        now = "; ".join(running) or "-"
-        bar.set_postfix_str(f"training: {now}" + (f" | last: {last}" if last else ""))
-
-    def on_start(group) -> None:
-        running[describe(group[0])] = len(group)
-        show()
-
-    def on_run(rec: RunRecord) -> None:
-        label = describe(rec.config)
-        if label in running:
-            running[label] -= 1
-            if running[label] <= 0:
-                del running[label]
-        acc = "" if rec.accuracy is None else f" {100 * rec.accuracy:.1f}%"
-        bar.update()
-        show(f"{label} seed {rec.seed}{acc}" + ("" if rec.ok else f" ({rec.status})"))
-
-    return bar, on_start, on_run
-
-
-def format_summary(s: Summary) -> str:
-    return (
-        f"sweep {s.sweep}: {s.total} runs declared, {s.skipped} already stored, "
-        f"{s.trained} trained now ({s.failed} failed) with "
-        f"{'Ray' if s.backend == 'ray' else s.workers} worker(s) "
-        f"in {s.wall_seconds:.1f} s\nstore: {s.store}"
-    )
-
-
-def run(args) -> int:
-    import json
-
-    check_backend(args.backend, args.address)
-    sweep = load(args.dir)
-    where = parse_where(args.where)
-    store_path = Path(args.store) if args.store else sweep.default_store
-    configs = select(sweep.configs, where)
-    if not configs:
-        raise ValueError(f"--where {args.where} matches none of the {len(sweep.configs)} configs")
-    done = store_mod.Store(store_path)
-    try:
-        statuses = done.statuses()
-    finally:
-        done.close()
-    todo = sum(len(g) for g in plan(configs, statuses, retry_failed=args.retry_failed, limit=args.limit))
-    bar, on_start, on_run = progress_callbacks(todo, f"sweep {sweep.name}")
-    try:
-        with bar:
-            summary = run_sweep(sweep, store=store_path, workers=args.workers,
-                                threads=args.threads, limit=args.limit, where=where,
-                                retry_failed=args.retry_failed, backend=args.backend,
-                                address=args.address, on_start=on_start, on_run=on_run)
-    except KeyboardInterrupt:
-        print(f"interrupted: {bar.n} run(s) stored in {store_path}; rerun the same command to "
-              "resume", file=sys.stderr)
-        return 130
-    print(json.dumps(summary.to_dict(), indent=1) if args.json else format_summary(summary))
-    return 0
-

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from interp import cli
+from interp.core import attention as attention_modes
 from interp.core import constructions, models, tasks
 from interp.training import trainer as training
 from interp.training.trainer import TrainConfig
@@ -72,24 +73,52 @@ def test_answers_validates_token_batches(case, n, tokens):
     assert got.tolist() == [tasks.evaluate(case, n, row) for row in tokens]
 
 
+def _is_int(x, lo: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= lo
+
+
+def _first_bad(checks: list[tuple[str, bool]]) -> str | None:
+    """The first field whose value the independent table below rejects (None: all valid)."""
+    return next((name for name, ok in checks if not ok), None)
+
+
 @SETTINGS
 @given(case=anything, n=anything, d_token=anything, n_layers=anything, pos_embed=anything)
 def test_build_model_validates_every_field(case, n, d_token, n_layers, pos_embed):
-    try:
+    bad = _first_bad([
+        ("case", _is_int(case, 1) and case in tasks.CASES),
+        ("n", _is_int(n, 1)),
+        ("d_token", _is_int(d_token, 1)),
+        ("n_layers", _is_int(n_layers, 1) and n_layers in (1, 2)),
+        ("pos_embed", isinstance(pos_embed, str) and pos_embed in models.POS_EMBEDS),
+    ])
+    if bad is None:  # valid input is accepted as given
+        spec = models.ModelSpec(case, n, d_token, n_layers, pos_embed)
+        assert (spec.case, spec.n, spec.d_token, spec.n_layers, spec.pos_embed) == (case, n, d_token, n_layers, pos_embed)
+        return
+    with pytest.raises(ValueError, match="accepted") as e:  # invalid input is refused, naming the field
         models.ModelSpec(case, n, d_token, n_layers, pos_embed)
-    except ValueError as e:
-        assert "accepted" in str(e)
-    except TypeError:
-        pytest.fail("a TypeError escaped instead of a ValueError")
+    assert str(e.value).startswith(f"{bad}="), (bad, str(e.value))
 
 
 @SETTINGS
-@given(case=anything, n=anything, attention=anything)
+@given(case=anything, n=st.one_of(anything, st.integers(1, 10**7)),
+       attention=st.one_of(anything, st.sampled_from(attention_modes.MODES)))
 def test_build_construction_validates(case, n, attention):
-    try:
-        constructions.build(case, n, attention=attention) if isinstance(n, int) and n < 60 else constructions.build(case, -1)
-    except ValueError as e:
-        assert "accepted" in str(e) or "Theorem 3.6" in str(e)
+    valid_case = _is_int(case, 1) and case in tasks.CASES
+    limit = constructions.EXACT_UP_TO.get((case, constructions.default_layers(case), torch.float32)) if valid_case else None
+    bad = _first_bad([
+        ("case", valid_case),
+        ("n", _is_int(n, 1) and (limit is None or n <= limit)),
+        ("attention", isinstance(attention, str) and attention in attention_modes.MODES),
+    ])
+    if bad is None:
+        model = constructions.build(case, n, attention=attention)
+        assert model.cfg.d_vocab_out == n and [m[0] for m in attention_modes.modes(model)] == [attention] * model.cfg.n_layers
+        return
+    with pytest.raises(ValueError, match="accepted") as e:
+        constructions.build(case, n, attention=attention)
+    assert str(e.value).startswith((f"{bad}=", f"{bad}={n!r} is beyond")), (bad, str(e.value))
 
 
 @settings(max_examples=15, deadline=None)

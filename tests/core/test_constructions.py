@@ -128,7 +128,7 @@ def test_case5_layers_attend_key_then_value():
     L = 2 * n + 1
     assert p1.argmax(-1).tolist() == [[2 * (i // 2) for i in range(L)]] * 20
     p2 = cache["blocks.1.attn.hook_pattern"][:, 0, -1].argmax(-1)
-    for row, j in zip(tokens.tolist(), p2.tolist()):
+    for row, j in zip(tokens.tolist(), p2.tolist(), strict=True):
         keys = row[0 : 2 * n : 2]
         assert j == 2 * keys.index(row[-1]) + 1
 
@@ -192,7 +192,7 @@ def test_bad_arguments(kwargs, match):
 def test_build_refuses_n_beyond_the_measured_precision_limit():
     # experiments/precision/measure.py found float32 case 1 exact (at twice the tie tolerance)
     # up to a grid n above 1000 and wrong at the next (interp/precision_limits.json); build
-    # refuses instead of answering wrong silently (every case and dtype: tests/test_exact.py)
+    # refuses instead of answering wrong silently (every case and dtype: tests/core/test_exact.py)
     limit = constructions.EXACT_UP_TO[(1, 1, torch.float32)]
     assert 1000 < limit < 20000
     with pytest.raises(ValueError, match=f"n <= {limit}"):

@@ -76,9 +76,9 @@ def test_seed_reproduces_initialisation():
     a = models.build_model(3, 5, 4, seed=7)
     b = models.build_model(3, 5, 4, seed=7)
     c = models.build_model(3, 5, 4, seed=8)
-    for (name, p), q, r in zip(a.named_parameters(), b.parameters(), c.parameters()):
+    for (name, p), q, r in zip(a.named_parameters(), b.parameters(), c.parameters(), strict=True):
         assert torch.equal(p, q), name
-    assert any(not torch.equal(p, r) for p, r in zip(a.parameters(), c.parameters()))
+    assert any(not torch.equal(p, r) for p, r in zip(a.parameters(), c.parameters(), strict=True))
 
 
 @pytest.mark.parametrize(

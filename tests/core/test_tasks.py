@@ -10,7 +10,7 @@ from interp.core import tasks
 
 
 def plain_answer(keys, values, target):
-    return {k: v for k, v in zip(keys, values)}[target]
+    return {k: v for k, v in zip(keys, values, strict=True)}[target]
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,7 @@ def test_sample_answers_match_plain_python(case, function):
     g = torch.Generator().manual_seed(1)
     tokens, answers = tasks.sample(case, n, 300, generator=g, function=function)
     assert tokens.shape == (300, tasks.seq_len(case, n))
-    for row, a in zip(tokens.tolist(), answers.tolist()):
+    for row, a in zip(tokens.tolist(), answers.tolist(), strict=True):
         keys, values, target = tasks.decode(case, n, row)
         assert a == plain_answer(keys, values, target)
         if function == "permutation":
@@ -90,7 +90,7 @@ def test_enumerate_inputs_is_every_input_once(case, function):
                 keys = list(order) if case != 1 else None
                 expected.add(tuple(tasks.encode(case, keys, [f[k] for k in order], t)[0].tolist()))
     assert set(rows) == expected
-    for row, a in zip(rows, answers.tolist()):
+    for row, a in zip(rows, answers.tolist(), strict=True):
         assert tasks.evaluate(case, n, row) == a
 
 

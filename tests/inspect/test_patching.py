@@ -1,7 +1,6 @@
 """Activation patching against the plain-Python evaluator."""
 
 import pytest
-import torch
 
 from interp.core import constructions, models, tasks
 from interp.inspect import hooks, patching
@@ -12,12 +11,12 @@ def test_corrupt_keeps_keys_and_target_and_changes_the_answer(case):
     n = 6
     tokens = hooks.sample_inputs(case, n, 30, seed=3)
     bad = patching.corrupt(case, n, tokens, seed=4)
-    for t, c in zip(tokens, bad):
+    for t, c in zip(tokens, bad, strict=True):
         k1, v1, i1 = tasks.decode(case, n, t)
         k2, v2, i2 = tasks.decode(case, n, c)
         assert (k1, i1) == (k2, i2)
         assert sorted(v1) == sorted(v2)  # a swap: still a permutation
-        assert sum(a != b for a, b in zip(v1, v2)) == 2
+        assert sum(a != b for a, b in zip(v1, v2, strict=True)) == 2
         assert tasks.evaluate(case, n, c) != tasks.evaluate(case, n, t)
 
 

@@ -89,18 +89,16 @@ def test_attention_html_renders_in_headless_chromium(case3_html, tmp_path):
 
 
 @pytest.mark.parametrize("case", [1, 5])
-def test_write_all_writes_every_file(case, tmp_path):
+def test_write_all_writes_every_file(case, tmp_path, assert_drawn):
     model = constructions.build(case, 6)
     paths = viz.write_all(model, case, 6, tmp_path / "out")
     assert set(paths) == {"attention", "circles", "circuits", "spectra"}
-    for name, p in paths.items():
-        assert p.is_file() and p.stat().st_size > 1000, name
-    from matplotlib.image import imread
-
-    assert imread(paths["circles"]).std() > 0.05
+    assert "AttentionPatterns" in paths["attention"].read_text()  # the circuitsvis view (rendered in Chromium above)
+    for name in ("circles", "circuits", "spectra"):
+        assert_drawn(paths[name])
 
 
-def test_figures_of_a_trained_shape_model_and_violins(tmp_path):
+def test_figures_of_a_trained_shape_model_and_violins(tmp_path, assert_drawn):
     import pandas as pd
 
     model = models.build_model(3, 8, 4, pos_embed="none", seed=0)
@@ -109,4 +107,4 @@ def test_figures_of_a_trained_shape_model_and_violins(tmp_path):
     df = pd.DataFrame(dict(d_token=[4] * 5 + [8] * 5, accuracy=np.r_[np.linspace(0, 1, 5), [1.0] * 5]))
     fig = viz.plot_violins(df)
     fig.savefig(tmp_path / "v.png")
-    assert (tmp_path / "v.png").stat().st_size > 1000
+    assert_drawn(tmp_path / "v.png")

@@ -21,7 +21,7 @@ def test_bounds_by_hand():
 
 def test_theorem_3_7_inputs():
     tokens, answers = LB.theorem_3_7_inputs(6, 50, torch.Generator().manual_seed(0))
-    for t, a in zip(tokens.tolist(), answers.tolist()):
+    for t, a in zip(tokens.tolist(), answers.tolist(), strict=True):
         keys, values, target = tasks.decode(5, 6, t)
         assert target == 0 and tasks.evaluate(5, 6, t) == a
 

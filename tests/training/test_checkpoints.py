@@ -29,7 +29,7 @@ def test_round_trip_of_a_trained_run(result, tmp_path):
     assert meta["sha256"] == hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()
     assert meta["result"]["accuracy"] == result.accuracy
     model = checkpoints.load(path)
-    for (k, v), (k2, v2) in zip(model.state_dict().items(), result.model.state_dict().items()):
+    for (k, v), (k2, v2) in zip(model.state_dict().items(), result.model.state_dict().items(), strict=True):
         assert k == k2 and torch.equal(v, v2)
     tokens, _ = _tokens(2, 5)
     assert torch.equal(model(tokens), result.model(tokens))
@@ -119,7 +119,7 @@ def test_round_trip_of_an_mlp_model(tmp_path):
     assert meta["train_config"]["d_mlp"] == 12 and meta["model"]["hooked_config"]["d_mlp"] == 12
     model = checkpoints.load(path)
     assert not model.cfg.attn_only and model.cfg.d_mlp == 12
-    for (k, v), (k2, v2) in zip(model.state_dict().items(), r.model.state_dict().items()):
+    for (k, v), (k2, v2) in zip(model.state_dict().items(), r.model.state_dict().items(), strict=True):
         assert k == k2 and torch.equal(v, v2)
     tokens, _ = _tokens(5, 3)
     assert torch.equal(model(tokens), r.model(tokens))

@@ -135,7 +135,7 @@ def test_200_steps_follow_the_plain_loop(case, n, d_token, n_layers, pos_embed):
     torch.testing.assert_close(
         torch.tensor([v for _, v in result.curve]), torch.tensor(ref_losses), atol=1e-4, rtol=0
     )
-    for (name, p), q in zip(result.model.named_parameters(), ref_model.parameters()):
+    for (name, p), q in zip(result.model.named_parameters(), ref_model.parameters(), strict=True):
         torch.testing.assert_close(p, q, atol=1e-3, rtol=0, msg=name)
 
 
@@ -143,23 +143,26 @@ def _assert_same_runs(a, b):
     assert (a.steps, a.accuracy, a.final_loss, a.curve, a.status) == (
         b.steps, b.accuracy, b.final_loss, b.curve, b.status
     )
-    for p, q in zip(a.model.state_dict().values(), b.model.state_dict().values()):
+    for p, q in zip(a.model.state_dict().values(), b.model.state_dict().values(), strict=True):
         assert torch.equal(p, q)
 
 
-def test_ensemble_seeds_equal_seeds_trained_alone():
+@pytest.mark.parametrize("batched", [False, True])
+def test_ensemble_seeds_equal_seeds_trained_alone(batched):
     # stop_loss is reached by some seeds and not others: per-seed stopping is exercised.
+    if batched and not ft.mkl_reproducible():
+        pytest.skip("stacked seeds need MKL_CBWR set before the process started: "
+                    "test_batched_ensemble_is_exact_when_mkl_is_reproducible runs them in a subprocess")
     base = TrainConfig(case=2, n=3, d_token=4, lr=0.01, max_steps=120, stop_loss=0.1,
                        eval_batches=2, batch_size=64)
     configs = [base.replace(seed=s) for s in range(3)]
-    for batched in (False, True) if ft.mkl_reproducible() else (False,):
-        group = ft.Ensemble(configs, batched=batched)
-        while not group.done:
-            group.step()
-        results = group.results()
-        assert len({r.steps for r in results}) > 1  # the seeds stopped at different steps
-        for r in results:
-            _assert_same_runs(r, train(r.config))
+    group = ft.Ensemble(configs, batched=batched)
+    while not group.done:
+        group.step()
+    results = group.results()
+    assert len({r.steps for r in results}) > 1  # the seeds stopped at different steps
+    for r in results:
+        _assert_same_runs(r, train(r.config))
     assert [r.steps for r in results] == [r.steps for r in train_group(configs)]
 
 
@@ -176,13 +179,13 @@ def test_batched_ensemble_is_exact_when_mkl_is_reproducible():
         "for r in e.results():\n"
         "    a = train(r.config)\n"
         "    assert r.curve == a.curve and r.accuracy == a.accuracy\n"
-        "    assert all((p == q).all() for p, q in zip(r.model.parameters(), a.model.parameters()))\n"
+        "    assert all((p == q).all() for p, q in zip(list(r.model.parameters()), list(a.model.parameters()), strict=True))\n"
         "print('ok')\n"
     )
+    if not torch.backends.mkl.is_available():
+        pytest.skip("torch has no MKL here: the stacked mode is never chosen")
     env = dict(os.environ, MKL_CBWR="AUTO", OMP_NUM_THREADS="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    if not torch.backends.mkl.is_available():  # no MKL: the stacked mode is never chosen
-        return
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("ok")
 
@@ -229,7 +232,7 @@ def test_mlp_100_steps_follow_the_plain_loop_and_seeds_group_exactly():
     torch.testing.assert_close(
         torch.tensor([v for _, v in result.curve]), torch.tensor(ref_losses), atol=1e-4, rtol=0
     )
-    for (name, p), q in zip(result.model.named_parameters(), ref_model.parameters()):
+    for (name, p), q in zip(result.model.named_parameters(), ref_model.parameters(), strict=True):
         if not name.endswith("b_K"):  # exact gradient 0: the plain loop random-walks it
             torch.testing.assert_close(p, q, atol=1e-3, rtol=0, msg=name)
     short = [config.replace(max_steps=30, seed=s) for s in range(2)]

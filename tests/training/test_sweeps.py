@@ -292,3 +292,21 @@ def test_a_tampered_store_row_stops_the_sweep_before_training(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert f"run {first.name()} in {sw.default_store}" in err and "Traceback" not in err
     assert calls == []
+
+
+def test_a_refused_second_driver_leaves_the_store_byte_identical(tmp_path, capsys):
+    """The CLI sizes its progress bar only after the lock is held: a driver refused because
+    another one holds the store reads and writes nothing of it (its SQLite files keep their
+    bytes, the change counter included)."""
+    folder = make_sweep(tmp_path)
+    path = tmp_path / "store.sqlite"
+    assert cli.main(["sweep", str(folder), "--store", str(path), "--limit", "1"]) == 0
+    files = sorted(p for p in tmp_path.iterdir() if p.name.startswith("store.sqlite") and p.suffix != ".lock")
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
+    capsys.readouterr()
+    with store.DriverLock(path):
+        assert cli.main(["sweep", str(folder), "--store", str(path)]) == 2
+    assert "another driver" in capsys.readouterr().err
+    after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(
+        p for p in tmp_path.iterdir() if p.name.startswith("store.sqlite") and p.suffix != ".lock")}
+    assert after == before

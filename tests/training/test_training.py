@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from interp.core import tasks
 from interp.training.trainer import (
-    RunResult, TrainConfig, evaluate_accuracy, generator, init_model, one_thread, stream_seed,
+    RunResult, TrainConfig, generator, init_model, one_thread, stream_seed,
     train, train_group, trainable,
 )
 
@@ -106,7 +106,7 @@ def _tiny(**kw):
 def test_same_config_same_bits(engine):
     a, b = train(_tiny(), engine=engine), train(_tiny(), engine=engine)
     assert a.accuracy == b.accuracy and a.curve == b.curve
-    for p, q in zip(a.model.state_dict().values(), b.model.state_dict().values()):
+    for p, q in zip(a.model.state_dict().values(), b.model.state_dict().values(), strict=True):
         assert torch.equal(p, q)
     c = train(_tiny(seed=1), engine=engine)
     assert not torch.equal(c.model.unembed.W_U, a.model.unembed.W_U)
@@ -127,7 +127,9 @@ def test_result_fields_and_curve_sampling():
     assert isinstance(r, RunResult) and r.status == "ok"
     assert r.steps == 60 and [s for s, _ in r.curve] == [1, 20, 40, 60]
     assert r.final_loss == r.curve[-1][1]
-    assert 0.0 <= r.accuracy <= 1.0 and r.seconds > 0
+    cfg = r.config  # accuracy is a count over the finite test stream, not any number in [0, 1]
+    correct = r.accuracy * cfg.eval_batches * cfg.batch_size
+    assert correct == round(correct) and 0 <= correct <= cfg.eval_batches * cfg.batch_size and r.seconds > 0
     assert r.model.cfg.d_model == 8 and r.model.cfg.d_head == 8  # d_model = 2 d_token, d_head = d_model
 
 
@@ -159,7 +161,7 @@ def test_stop_rule_update_then_stop():
     assert math.isclose(r.final_loss, loss.item(), abs_tol=1e-6)
     # Adam's first step moves each weight by lr * g / (|g| + eps): lr where the gradient is
     # clear, a rounding-sensitive amount where it is ~eps (e.g. b_K, whose exact gradient is 0).
-    for p, q in zip(r.model.parameters(), model.parameters()):
+    for p, q in zip(r.model.parameters(), model.parameters(), strict=True):
         if q.grad is None:
             continue
         clear = q.grad.abs() > 1e-5
@@ -172,7 +174,7 @@ def test_trained_parameters_are_the_models_own():
     names = {n for n, p in r.model.named_parameters() if p.requires_grad}
     assert "embed.parametrizations.W_E.original0" in names  # the key table is trained
     init = init_model(r.config)
-    for (name, p), q in zip(r.model.named_parameters(), init.parameters()):
+    for (name, p), q in zip(r.model.named_parameters(), init.parameters(), strict=True):
         if p.requires_grad and not name.endswith("b_K"):  # b_K: softmax-invariant, grad 0
             assert not torch.equal(p, q), name
 
@@ -282,6 +284,6 @@ def test_two_layers_with_an_mlp_train_with_the_plain_loop():
     for r in group:
         ref = train(r.config, engine="reference")
         assert (r.steps, r.curve, r.accuracy, r.status) == (ref.steps, ref.curve, ref.accuracy, ref.status)
-        for p, q in zip(r.model.state_dict().values(), ref.model.state_dict().values()):
+        for p, q in zip(r.model.state_dict().values(), ref.model.state_dict().values(), strict=True):
             assert torch.equal(p, q)
         assert r.model.blocks[1].mlp.W_in.shape == (4, 8)  # [d_model, d_mlp]

@@ -1,0 +1,114 @@
+"""interp sweep: train a sweep folder's configs into its results store (resumable)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from interp.training.store import RunRecord
+from interp.training.sweeps import (
+    BACKENDS,
+    Summary,
+    check_backend,
+    load,
+    parse_where,
+    run_sweep,
+    select,
+)
+from interp.training.workers import describe
+
+
+def add_arguments(p) -> None:
+    p.add_argument("dir", help="sweep folder holding configs.py (e.g. experiments/table1)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes (default 1: train in this process); "
+                        "with --backend ray and no --address, the local Ray instance's CPUs")
+    p.add_argument("--backend", choices=BACKENDS, default="local",
+                   help="local: a process pool (default); ray: one Ray task per group of seeds "
+                        "(pip install 'interp[ray]')")
+    p.add_argument("--address", default=None,
+                   help="with --backend ray: the Ray cluster to join (auto, or HOST:PORT of "
+                        "the head); default: start a local Ray instance")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads per worker (default: cores / workers)")
+    p.add_argument("--store", default=None,
+                   help="results store (default DIR/results/store.sqlite; checkpoints beside it)")
+    p.add_argument("--limit", type=int, default=None, help="train at most this many runs now")
+    p.add_argument("--where", action="append", metavar="FIELD=VALUE",
+                   help="only configs with this field value (repeatable), e.g. --where case=5")
+    p.add_argument("--retry-failed", action="store_true", help="rerun runs stored as failed")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def progress_callbacks(total: int, desc: str, *, disable: bool = False, initial: int = 0):
+    """A tqdm bar (runs done / total, the groups training now, ETA) and the callbacks for it."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, initial=initial, desc=desc, unit="run", disable=disable,
+               dynamic_ncols=True, file=sys.stderr)
+    running: dict[str, int] = {}  # group label -> seeds still training
+
+    def show(last: str = "") -> None:
+        now = "; ".join(running) or "-"
+        bar.set_postfix_str(f"training: {now}" + (f" | last: {last}" if last else ""))
+
+    def on_start(group) -> None:
+        running[describe(group[0])] = len(group)
+        show()
+
+    def on_run(rec: RunRecord) -> None:
+        label = describe(rec.config)
+        if label in running:
+            running[label] -= 1
+            if running[label] <= 0:
+                del running[label]
+        acc = "" if rec.accuracy is None else f" {100 * rec.accuracy:.1f}%"
+        bar.update()
+        show(f"{label} seed {rec.seed}{acc}" + ("" if rec.ok else f" ({rec.status})"))
+
+    return bar, on_start, on_run
+
+
+def format_summary(s: Summary) -> str:
+    return (
+        f"sweep {s.sweep}: {s.total} runs declared, {s.skipped} already stored, "
+        f"{s.trained} trained now ({s.failed} failed) with "
+        f"{'Ray' if s.backend == 'ray' else s.workers} worker(s) "
+        f"in {s.wall_seconds:.1f} s\nstore: {s.store}"
+    )
+
+
+def run(args) -> int:
+    import json
+
+    check_backend(args.backend, args.address)
+    sweep = load(args.dir)
+    where = parse_where(args.where)
+    store_path = Path(args.store) if args.store else sweep.default_store
+    configs = select(sweep.configs, where)
+    if not configs:
+        raise ValueError(f"--where {args.where} matches none of the {len(sweep.configs)} configs")
+    # the bar appears once the driver holds the store's lock and has planned (on_plan): a
+    # refused second driver must not open the store at all, and an error prints alone
+    progress: dict = {}
+
+    def on_plan(todo: int) -> None:
+        progress["bar"], progress["start"], progress["run"] = progress_callbacks(todo, f"sweep {sweep.name}")
+
+    try:
+        summary = run_sweep(sweep, store=store_path, workers=args.workers,
+                            threads=args.threads, limit=args.limit, where=where,
+                            retry_failed=args.retry_failed, backend=args.backend,
+                            address=args.address, on_plan=on_plan,
+                            on_start=lambda group: progress["start"](group),
+                            on_run=lambda record: progress["run"](record))
+    except KeyboardInterrupt:
+        done = progress["bar"].n if progress else 0
+        print(f"interrupted: {done} run(s) stored in {store_path}; rerun the same command to "
+              "resume", file=sys.stderr)
+        return 130
+    finally:
+        if progress:
+            progress["bar"].close()
+    print(json.dumps(summary.to_dict(), indent=1) if args.json else format_summary(summary))
+    return 0
