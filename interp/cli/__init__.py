@@ -1,9 +1,17 @@
-"""The ``interp`` command line (also ``python -m interp``).
+"""The ``interp`` command line (also ``python -m interp``): the only place that prints.
 
-Each subcommand lives in its own module, which defines ``add_arguments(parser)`` and
-``run(args) -> int``; :data:`COMMANDS` maps the subcommand name to that module and a one-line
-help. Modules are imported only when their subcommand runs, so ``interp --help`` stays quick.
-Library code logs and returns data; only these ``run`` functions print.
+Each subcommand is a module here defining ``add_arguments(parser)`` and ``run(args) -> int``;
+:data:`COMMANDS` maps the subcommand name to its module and a one-line help. Modules are imported
+only when their subcommand runs, so ``interp --help`` stays quick. Library code (core, training,
+inspect, theory) logs and returns data; these modules parse, call it and print.
+
+* :mod:`interp.cli.pipeline` - ``interp run``, the main job (verify, demo sweep, report, analysis).
+* :mod:`interp.cli.verify` - ``interp verify``.
+* :mod:`interp.cli.sweep`, :mod:`interp.cli.report` - ``interp sweep``, ``interp report``.
+* :mod:`interp.cli.probe`, :mod:`interp.cli.viz`, :mod:`interp.cli.analysis` - ``interp probe``,
+  ``interp viz``, ``interp analyze-sweep``.
+* :mod:`interp.cli.precision`, :mod:`interp.cli.temperature`, :mod:`interp.cli.counterexample`,
+  :mod:`interp.cli.theorem35`, :mod:`interp.cli.lower_bounds` - the theory studies' commands.
 """
 
 from __future__ import annotations
@@ -15,14 +23,14 @@ import sys
 
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "verify": ("interp.core.verify", "check every construction against a plain-Python evaluator"),
-    "precision": ("interp.theory.precision", "least bits p at which each construction stays exact, vs n (fit, c-size, Thm 3.4)"),
-    "temperature": ("interp.theory.temperature", "least softmax inverse temperature at which each construction is exact, vs n"),
-    "counterexample": ("interp.theory.counterexample", "Theorem 3.6: an input a one-layer hard-attention case-5 model gets wrong"),
-    "theorem35": ("interp.theory.softmax_construction", "Theorem 3.5 with an explicit MLP: exactness and parameter counts vs n"),
-    "lower-bounds": ("interp.theory.lower_bounds", "trained one-layer case-5 models: h, d, measured p, error vs Theorems 3.4/3.7"),
-    "sweep": ("interp.training.sweeps", "train a sweep folder's configs into its results store (resumable)"),
-    "report": ("interp.training.report", "render a sweep's table beside the paper's and its violin plots"),
+    "verify": ("interp.cli.verify", "check every construction against a plain-Python evaluator"),
+    "precision": ("interp.cli.precision", "least bits p at which each construction stays exact, vs n (fit, c-size, Thm 3.4)"),
+    "temperature": ("interp.cli.temperature", "least softmax inverse temperature at which each construction is exact, vs n"),
+    "counterexample": ("interp.cli.counterexample", "Theorem 3.6: an input a one-layer hard-attention case-5 model gets wrong"),
+    "theorem35": ("interp.cli.theorem35", "Theorem 3.5 with an explicit MLP: exactness and parameter counts vs n"),
+    "lower-bounds": ("interp.cli.lower_bounds", "trained one-layer case-5 models: h, d, measured p, error vs Theorems 3.4/3.7"),
+    "sweep": ("interp.cli.sweep", "train a sweep folder's configs into its results store (resumable)"),
+    "report": ("interp.cli.report", "render a sweep's table beside the paper's and its violin plots"),
     "run": ("interp.cli.pipeline", "the main job: verify, train the demo sweep (--full: Tables 1, 2), report"),
     "probe": ("interp.cli.probe", "measure one model (checkpoint or --construction): attention, probes, circuits"),
     "viz": ("interp.cli.viz", "write a model's attention HTML (offline) and circle/QK/OV/spectrum PNGs"),

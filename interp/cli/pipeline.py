@@ -80,6 +80,7 @@ def verify_step(ctx: Context) -> dict:
     import torch
     from tqdm import tqdm
 
+    from interp.cli.verify import format_table
     from interp.core import verify
 
     plan = verify.default_plan(quick=not ctx.full)
@@ -97,7 +98,7 @@ def verify_step(ctx: Context) -> dict:
         "# Constructions vs the reference evaluator\n\n"
         f"{len(rows) - len(wrong)} of {len(rows)} checks exact "
         f"(`interp verify{'' if ctx.full else ' --quick'}`).\n\n```\n"
-        + verify.format_table(rows) + "\n```\n"
+        + format_table(rows) + "\n```\n"
     )
     if wrong:
         raise RuntimeError(
@@ -109,6 +110,7 @@ def verify_step(ctx: Context) -> dict:
 
 def train_step(ctx: Context) -> dict:
     """Train every sweep of the context (resumes: finished runs are skipped)."""
+    from interp.cli.sweep import format_summary, progress_callbacks
     from interp.training import store as store_mod
     from interp.training import sweeps
 
@@ -117,12 +119,12 @@ def train_step(ctx: Context) -> dict:
         sweep = sweeps.load(job.folder)
         with store_mod.Store(job.store) as db:
             todo = sum(len(g) for g in sweeps.plan(sweep.configs, db.statuses()))
-        bar, on_start, on_run = sweeps.progress_callbacks(
+        bar, on_start, on_run = progress_callbacks(
             todo, f"train {sweep.name}", disable=not ctx.progress)
         with bar:
             summary = sweeps.run_sweep(sweep, store=job.store, workers=ctx.workers,
                                        on_start=on_start, on_run=on_run)
-        ctx.say(sweeps.format_summary(summary))
+        ctx.say(format_summary(summary))
         out[sweep.name] = summary.to_dict()
     return out
 

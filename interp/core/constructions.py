@@ -42,6 +42,14 @@ from interp.core import attention as attention_modes
 from interp.core import models
 from interp.core.limits import DTYPES, EXACT_UP_TO, check_buildable, default_layers  # noqa: F401 - re-exported
 
+# Residual-stream coordinates, named by what they hold (d_model = 4 in cases 1-4, 7 in case 5).
+KEY = [0, 1]  # cases 2-4: the key cs(k) (the target cs(i*) at the query)
+VALUE = [2, 3]  # cases 2-4: the value, written there by OV; zero at the query
+TOKEN = [0, 1]  # case 1: the token's value cs(v); case 5: the token cs(k) or cs(v)
+POS = [2, 3]  # case 1: the position cs_N(j)
+COPY = [2, 3]  # case 5: layer 0 copies the key's token here (cs(pi(k)) at value position 2k+1)
+PAIR = [4, 5]  # case 5: the pair index cs_N(k) of positions 2k and 2k+1
+EVEN = [6]  # case 5: -1 at even positions (keys, the query), 0 at values
 
 
 def cs(k: torch.Tensor, N: int) -> torch.Tensor:
@@ -65,7 +73,7 @@ def _eye_cols(d_model: int, rows: list[int], d_head: int, cols: list[int] | None
     W = torch.zeros(d_model, d_head, dtype=torch.float64)
     cols = cols or list(range(len(rows)))
     sign = sign or [1.0] * len(rows)
-    for r, c, s in zip(rows, cols, sign):
+    for r, c, s in zip(rows, cols, sign, strict=True):
         W[r, c] = s
     return W
 
@@ -96,12 +104,12 @@ def _case_2_3(n: int, dtype: torch.dtype):
         value_param.copy_(key_table.to(dtype))
     models.disable_pos_embed(model)
     a = model.blocks[0].attn
-    _set(a.W_Q, _eye_cols(4, [0, 1], 2)[None])
-    _set(a.W_K, _eye_cols(4, [0, 1], 2)[None])
-    _set(a.W_V, _eye_cols(4, [2, 3], 2)[None])
-    _set(a.W_O, _eye_cols(4, [2, 3], 2).T[None])
+    _set(a.W_Q, _eye_cols(4, KEY, 2)[None])
+    _set(a.W_K, _eye_cols(4, KEY, 2)[None])
+    _set(a.W_V, _eye_cols(4, VALUE, 2)[None])
+    _set(a.W_O, _eye_cols(4, VALUE, 2).T[None])
     W_U = torch.zeros(4, n, dtype=torch.float64)
-    W_U[2:4] = cs(torch.arange(n), n).T
+    W_U[VALUE] = cs(torch.arange(n), n).T
     _set(model.unembed.W_U, W_U)
     return model
 
@@ -123,18 +131,18 @@ def _case_1(n: int, dtype: torch.dtype):
     model = models.new_model(cfg)
     _zero_biases(model)
     W_E = torch.zeros(n, 4, dtype=torch.float64)
-    W_E[:, 0:2] = cs(torch.arange(n), N)
+    W_E[:, TOKEN] = cs(torch.arange(n), N)
     W_pos = torch.zeros(n + 1, 4, dtype=torch.float64)
-    W_pos[:, 2:4] = cs(torch.arange(n + 1), N)
+    W_pos[:, POS] = cs(torch.arange(n + 1), N)
     _set(model.embed.W_E, W_E)
     _set(model.pos_embed.W_pos, W_pos)
     a = model.blocks[0].attn
-    _set(a.W_Q, _eye_cols(4, [0, 1], 2)[None])
-    _set(a.W_K, _eye_cols(4, [2, 3], 2)[None])
-    _set(a.W_V, _eye_cols(4, [0, 1, 2, 3], 2, [0, 1, 0, 1], [1, 1, -1, -1])[None])
-    _set(a.W_O, _eye_cols(4, [0, 1], 2).T[None])
+    _set(a.W_Q, _eye_cols(4, TOKEN, 2)[None])
+    _set(a.W_K, _eye_cols(4, POS, 2)[None])
+    _set(a.W_V, _eye_cols(4, TOKEN + POS, 2, [0, 1, 0, 1], [1, 1, -1, -1])[None])  # token - position
+    _set(a.W_O, _eye_cols(4, TOKEN, 2).T[None])
     W_U = torch.zeros(4, n, dtype=torch.float64)
-    W_U[0:2] = cs(torch.arange(n), N).T
+    W_U[TOKEN] = cs(torch.arange(n), N).T
     _set(model.unembed.W_U, W_U)
     return model
 
@@ -153,18 +161,18 @@ def _case_4(n: int, dtype: torch.dtype):
     model = models.new_model(cfg)
     _zero_biases(model)
     W_E = torch.zeros(n, 4, dtype=torch.float64)
-    W_E[:, 0:2] = cs(torch.arange(n), n)
+    W_E[:, KEY] = cs(torch.arange(n), n)  # every token, key or value, on the circle
     W_pos = torch.zeros(2 * n + 1, 4, dtype=torch.float64)
-    W_pos[1 : 2 * n : 2, 2:4] = cs(torch.arange(n), n)
+    W_pos[1 : 2 * n : 2, VALUE] = cs(torch.arange(n), n)  # value slot k carries key k
     _set(model.embed.W_E, W_E)
     _set(model.pos_embed.W_pos, W_pos)
     a = model.blocks[0].attn
-    _set(a.W_Q, _eye_cols(4, [0, 1], 2)[None])
-    _set(a.W_K, _eye_cols(4, [2, 3], 2)[None])
-    _set(a.W_V, _eye_cols(4, [0, 1], 2)[None])
-    _set(a.W_O, _eye_cols(4, [2, 3], 2).T[None])
+    _set(a.W_Q, _eye_cols(4, KEY, 2)[None])
+    _set(a.W_K, _eye_cols(4, VALUE, 2)[None])
+    _set(a.W_V, _eye_cols(4, KEY, 2)[None])
+    _set(a.W_O, _eye_cols(4, VALUE, 2).T[None])
     W_U = torch.zeros(4, n, dtype=torch.float64)
-    W_U[2:4] = cs(torch.arange(n), n).T
+    W_U[VALUE] = cs(torch.arange(n), n).T
     _set(model.unembed.W_U, W_U)
     return model
 
@@ -189,23 +197,23 @@ def _case_5(n: int, dtype: torch.dtype):
     model = models.new_model(cfg)
     _zero_biases(model)
     W_E = torch.zeros(n, 7, dtype=torch.float64)
-    W_E[:, 0:2] = cs(torch.arange(n), N)
+    W_E[:, TOKEN] = cs(torch.arange(n), N)
     W_pos = torch.zeros(2 * n + 1, 7, dtype=torch.float64)
-    W_pos[:, 4:6] = cs(torch.arange(2 * n + 1) // 2, N)
-    W_pos[0::2, 6] = -1.0
+    W_pos[:, PAIR] = cs(torch.arange(2 * n + 1) // 2, N)
+    W_pos[0::2, EVEN] = -1.0
     _set(model.embed.W_E, W_E)
     _set(model.pos_embed.W_pos, W_pos)
     a1, a2 = model.blocks[0].attn, model.blocks[1].attn
-    _set(a1.W_Q, _eye_cols(7, [4, 5], 3)[None])
-    _set(a1.W_K, _eye_cols(7, [4, 5], 3)[None])
-    _set(a1.W_V, _eye_cols(7, [0, 1], 3)[None])
-    _set(a1.W_O, _eye_cols(7, [2, 3], 3).T[None])
-    _set(a2.W_K, _eye_cols(7, [2, 3, 6], 3)[None])
-    _set(a2.W_Q, _eye_cols(7, [0, 1, 6], 3, None, [1, 1, -1])[None])
-    _set(a2.W_V, _eye_cols(7, [0, 1, 2, 3], 3, [0, 1, 0, 1], [1, 1, -1, -1])[None])
-    _set(a2.W_O, _eye_cols(7, [0, 1], 3).T[None])
+    _set(a1.W_Q, _eye_cols(7, PAIR, 3)[None])
+    _set(a1.W_K, _eye_cols(7, PAIR, 3)[None])
+    _set(a1.W_V, _eye_cols(7, TOKEN, 3)[None])
+    _set(a1.W_O, _eye_cols(7, COPY, 3).T[None])
+    _set(a2.W_K, _eye_cols(7, COPY + EVEN, 3)[None])
+    _set(a2.W_Q, _eye_cols(7, TOKEN + EVEN, 3, None, [1, 1, -1])[None])
+    _set(a2.W_V, _eye_cols(7, TOKEN + COPY, 3, [0, 1, 0, 1], [1, 1, -1, -1])[None])  # token - copy
+    _set(a2.W_O, _eye_cols(7, TOKEN, 3).T[None])
     W_U = torch.zeros(7, n, dtype=torch.float64)
-    W_U[0:2] = cs(torch.arange(n), N).T
+    W_U[TOKEN] = cs(torch.arange(n), N).T
     _set(model.unembed.W_U, W_U)
     return model
 

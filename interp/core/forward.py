@@ -12,7 +12,7 @@ The arithmetic mirrors TransformerLens op for op (``F.linear`` projections as
 :func:`interp.core.attention.pattern_from_scores` with the layer's mode and tie tolerance, the
 fused ``batch_addmm`` of the MLP, ``resid + attn_out``), so logits agree with
 ``model(tokens)[:, -1]`` to float rounding and predictions agree wherever hard-attention ties
-are within the tie tolerance (``tests/test_forward.py``, ``tests/test_exact.py``).
+are within the tie tolerance (``tests/core/test_forward.py``, ``tests/core/test_exact.py``).
 
 ``transform(hook_name, activation)`` is applied at every point where TransformerLens has a hook
 of that name (``precision`` rounds there); scores are transformed before the attention mode

@@ -174,7 +174,6 @@ def _display(df):
 
 
 def _md_table(df) -> str:
-    import pandas as pd
 
     def fmt(v):
         if isinstance(v, float):

@@ -126,7 +126,7 @@ def probe_table(
     rows than columns (n = 10, d = 32) is underdetermined on each training fold; scikit-learn's
     least-squares solution is then the minimum-norm one, which leans on the table's
     high-variance directions, so a dominant circle is still found and a random table is not
-    (``tests/test_probes.py``).
+    (``tests/inspect/test_probes.py``).
     """
     import pandas as pd
 

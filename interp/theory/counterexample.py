@@ -37,7 +37,6 @@ exact one), n < 4, more than one head, or a model not shaped for case 5.
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -290,47 +289,3 @@ def find_counterexample_attention_only(model) -> Counterexample:
     raise RuntimeError(  # pragma: no cover - impossible in exact arithmetic
         f"all four separable inputs answered correctly (n={n}): floating point broke the argument"
     )
-
-
-# --------------------------------------------------------------------------------------------
-# CLI
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("checkpoint", nargs="?", help="a checkpoint directory (interp.training.checkpoints)")
-    parser.add_argument("--random", action="store_true", help="use a randomly initialised one-layer case-5 model")
-    parser.add_argument("--n", type=int, default=8, help="table size of the random model")
-    parser.add_argument("--d-token", type=int, default=16, help="width of the random model")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random model")
-    parser.add_argument("--attention", nargs="+", default=["leftmost", "rightmost", "average"],
-                        help="hard attention modes to analyse (default all three); 'softmax' runs the "
-                             "separability argument on attention-only models")
-    parser.add_argument("--json", action="store_true")
-
-
-def run(args) -> int:
-    if bool(args.checkpoint) == bool(args.random):
-        raise ValueError("give a checkpoint path or --random (exactly one)")
-    if args.random:
-        from interp.core import models
-
-        tasks.check_n(args.n)
-        model = models.build_model(5, args.n, args.d_token, seed=args.seed)
-        source = f"random case-5 model n={args.n} d_token={args.d_token} seed={args.seed}"
-    else:
-        from interp.training import checkpoints
-
-        model = checkpoints.load(args.checkpoint)
-        source = str(args.checkpoint)
-    found = [find_counterexample_attention_only(_with_mode(model, "softmax")) if mode == "softmax"
-             else find_counterexample(model, attention=mode) for mode in args.attention]
-    if args.json:
-        print(json.dumps(dict(model=source, counterexamples=[c.to_dict() for c in found]), indent=2))
-        return 0
-    print(f"model: {source}")
-    print(f"{'attention':>10} {'step':>4} {'family':>14} {'predicted':>9} {'expected':>8}  tokens")
-    for c in found:
-        print(f"{c.attention:>10} {c.step:>4} {c.family:>14} {c.predicted:>9} {c.expected:>8}  {' '.join(map(str, c.tokens))}")
-    for c in found:
-        print(f"{c.attention}: {c.reason}")
-    return 0

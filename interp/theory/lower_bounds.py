@@ -18,7 +18,6 @@ in Theorem 3.7's (f any function, target 0).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 
@@ -91,49 +90,3 @@ def train_and_report(n: int, d_token: int, *, seed: int = 0, max_steps: int = 20
     row = dict(source="trained", seed=seed, steps=run.steps, train_accuracy=run.accuracy, **report(run.model, **kw))
     row["seconds"] = round(time.perf_counter() - t0, 1)
     return row
-
-
-# --------------------------------------------------------------------------------------------
-# CLI
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("checkpoints", nargs="*", help="checkpoint directories of one-layer case-5 models")
-    parser.add_argument("--train", action="store_true", help="train small models first (short runs)")
-    parser.add_argument("--n", type=int, nargs="+", default=[4, 8], help="table sizes to train")
-    parser.add_argument("--d-token", type=int, nargs="+", default=[2, 8], help="widths to train")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--steps", type=int, default=2000, help="max training steps per model")
-    parser.add_argument("--kind", nargs="+", default=["fixed", "float"], choices=P.KINDS)
-    parser.add_argument("--json", action="store_true")
-
-
-def run(args) -> int:
-    if not args.checkpoints and not args.train:
-        raise ValueError("give checkpoint paths or --train")
-    rows = []
-    if args.checkpoints:
-        from interp.training import checkpoints
-
-        for path in args.checkpoints:
-            rows.append(dict(source=str(path), **report(checkpoints.load(path), kinds=tuple(args.kind))))
-    if args.train:
-        for n in args.n:
-            tasks.check_n(n, 2)
-            for d in args.d_token:
-                for seed in args.seeds:
-                    rows.append(train_and_report(n, d, seed=seed, max_steps=args.steps, kinds=tuple(args.kind)))
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    print(f"{'n':>4} {'h':>2} {'d':>4} {'kind':>5} {'p':>4} {'hdp':>6} {'nlog2n/3':>8} {'R':>8} "
-          f"{'bound3.7':>8} {'err(perm)':>9} {'err(3.7)':>8}  source")
-    for r in rows:
-        for kind in args.kind:
-            p = r.get(f"p_{kind}")
-            R = r.get(f"R_{kind}")
-            print(f"{r['n']:>4} {r['h']:>2} {r['d']:>4} {kind:>5} {str(p):>4} {str(r.get(f'c_size_{kind}')):>6} "
-                  f"{r['bound_3_4']:>8.1f} {('-' if R is None else f'{R:.1f}'):>8} "
-                  f"{r.get(f'bound_3_7_{kind}', float('nan')):>8.3f} {r['error_permutation']:>9.3f} "
-                  f"{r['error_theorem37']:>8.3f}  {r['source']}")
-    return 0

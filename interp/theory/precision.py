@@ -24,7 +24,7 @@ logits). Scores are rounded before the hard-attention mode reads them (the round
 prepended), and the pattern is rounded after the mode has replaced it. All arithmetic between
 two hook points is float64, so p <= 52 is resolved exactly.
 
-Two forward passes compute this, and ``tests/test_precision.py`` checks they agree:
+Two forward passes compute this, and ``tests/theory/test_precision.py`` checks they agree:
 
 * :func:`hooked_final_logits` rounds through real TransformerLens hooks on ``model(tokens)``.
 * :func:`interp.core.forward.final_logits` with ``transform=``, the package's one evaluation pass:
@@ -48,12 +48,10 @@ Axes follow TransformerLens: ``batch pos d_model``, ``head_index d_head``, ``que
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Iterator
 
 import torch
 from jaxtyping import Float, Int
@@ -61,6 +59,7 @@ from torch import Tensor
 
 from interp.core import tasks
 from interp.core.forward import Transform, final_logits
+from interp.theory.probe_inputs import ProbeSet  # noqa: F401 - precision.ProbeSet, as before
 
 log = logging.getLogger(__name__)
 
@@ -184,87 +183,6 @@ def hooked_final_logits(
         for hp, handle in added:
             handle.hook.remove()
             hp.fwd_hooks = [h for h in hp.fwd_hooks if h is not handle]
-
-
-# --------------------------------------------------------------------------------------------
-# probe inputs
-
-
-@dataclass(frozen=True)
-class ProbeSet:
-    """Inputs that exercise every comparison a construction makes (see the module docstring).
-
-    ``len(shifts) * targets`` structured inputs (target t, f(t) = t + s mod n; keys t - 1,
-    t + 1 first and t last in the permuted cases) and ``n_random`` random inputs (half random
-    permutations as in training, half arbitrary functions). The other values of f in the
-    structured inputs are ``others``: "random" (uniform), or one adversarial value for all of
-    them, at a fixed offset from the answer a on the circle: "perpendicular" (a + n/4),
-    "opposite" (a + n/2), "neighbour" (a + 1). ``targets`` (default: all n) spreads that many
-    target keys evenly over [n]. Iterating yields ``(tokens [b, pos], answers [b])`` chunks, the
-    same ones every time.
-    """
-
-    case: int
-    n: int
-    shifts: tuple[int, ...] = (1,)
-    n_random: int = 64
-    seed: int = 0
-    chunk: int = 256
-    others: str = "random"
-    targets: int | None = None
-
-    OTHERS = ("random", "perpendicular", "opposite", "neighbour")
-
-    def __post_init__(self):
-        tasks.check_case(self.case), tasks.check_n(self.n)
-        if self.others not in self.OTHERS:
-            raise ValueError(f"others={self.others!r}; accepted: one of {self.OTHERS}")
-        if self.targets is not None and not 1 <= self.targets:
-            raise ValueError(f"targets={self.targets!r}; accepted: None (all) or an integer >= 1")
-        if self.n_random < 0 or self.chunk < 1 or not self.shifts and not self.n_random:
-            raise ValueError(f"shifts={self.shifts}, n_random={self.n_random}, chunk={self.chunk}: no inputs")
-
-    @property
-    def target_keys(self) -> Tensor:
-        if self.targets is None or self.targets >= self.n:
-            return torch.arange(self.n)
-        return torch.linspace(0, self.n - 1, self.targets).round().long().unique()
-
-    def __len__(self) -> int:
-        return len(self.shifts) * len(self.target_keys) + self.n_random
-
-    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
-        n, m = self.n, len(self.shifts) * len(self.target_keys)
-        for c, start in enumerate(range(0, m, self.chunk)):
-            idx = torch.arange(start, min(m, start + self.chunk))
-            yield self._structured(idx, torch.Generator().manual_seed(self.seed * 1_000_003 + c))
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + 999_983)
-        for start in range(0, self.n_random, self.chunk):
-            b = min(self.chunk, self.n_random - start)
-            yield tasks.sample(self.case, n, b, generator=g, function="permutation" if start % 2 == 0 else "any")
-
-    def _structured(self, idx: Tensor, g: torch.Generator) -> tuple[Tensor, Tensor]:
-        n, b, keys_t = self.n, idx.shape[0], self.target_keys
-        target = keys_t[idx % len(keys_t)]
-        shift = torch.tensor(self.shifts)[idx // len(keys_t)]
-        answer = (target + shift) % n
-        if self.others == "random":
-            f = torch.randint(0, n, (b, n), generator=g)
-        else:
-            off = {"perpendicular": max(1, round(n / 4)), "opposite": max(1, n // 2), "neighbour": 1}[self.others]
-            f = ((answer + off) % n)[:, None].expand(b, n).clone()
-        f[torch.arange(b), target] = answer
-        if self.case in tasks.PERMUTED:
-            prio = torch.rand(b, n, generator=g)
-            rows = torch.arange(b)
-            prio[rows, (target - 1) % n] = -2.0
-            prio[rows, (target + 1) % n] = -1.0
-            prio[rows, target] = 2.0
-            keys = prio.argsort(dim=1)
-        else:
-            keys = torch.arange(n).expand(b, n)
-        values = f.gather(1, keys)
-        return tasks.encode(self.case, keys, values, target), answer
 
 
 # --------------------------------------------------------------------------------------------
@@ -477,44 +395,3 @@ def fit_law(rows: list[dict], min_n: int = 8) -> dict:
             slope=float(sol[0]), intercept=float(sol[1]), max_residual=float(resid), points=len(pts)
         )
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# CLI
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--case", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="cases (default all)")
-    parser.add_argument("--n", type=int, nargs="+", default=[2, 4, 8, 16, 32, 64], help="table sizes")
-    parser.add_argument("--kind", nargs="+", default=["fixed"], choices=KINDS, help="number formats")
-    parser.add_argument("--which", default="paper", choices=["paper", "theorem35"],
-                        help="paper: the hard-attention constructions; theorem35: the explicit Theorem 3.5 model (case 5)")
-    parser.add_argument("--random", type=int, default=64, help="random probe inputs besides the structured ones")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-
-def run(args) -> int:
-    for n in args.n:
-        tasks.check_n(n, 2)
-    rows, hints = [], {}
-    for case in args.case:
-        tasks.check_case(case)
-        for kind in args.kind:
-            for n in sorted(args.n):
-                row = measure(case, n, kind, which=args.which, hint=hints.get((case, kind)),
-                              n_random=args.random, seed=args.seed)
-                hints[(case, kind)] = row["bits"]
-                rows.append(row)
-    fits = fit_law(rows)
-    if args.json:
-        print(json.dumps(dict(rows=rows, fits=fits), indent=2))
-        return 0
-    print(f"{'case':>4} {'which':>9} {'n':>6} {'kind':>5} {'p':>4} {'I':>3} {'h*d*p':>7} {'nlog2n/3':>9} {'inputs':>7} {'s':>6}")
-    for r in rows:
-        bound = "" if r["bound_3_4"] is None else f"{r['bound_3_4']:.1f}"
-        print(f"{r['case']:>4} {r['which']:>9} {r['n']:>6} {r['kind']:>5} {str(r['bits']):>4} {r['int_bits']:>3} "
-              f"{str(r['c_size']):>7} {bound:>9} {r['inputs']:>7} {r['seconds']:>6}")
-    for key, f in fits.items():
-        print(f"fit {key}: p = {f['slope']:.2f} log2 n + {f['intercept']:.2f} (max residual {f['max_residual']:.2f}, {f['points']} points)")
-    return 0

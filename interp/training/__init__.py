@@ -3,7 +3,9 @@
 * :mod:`~interp.training.runs` - ``TrainConfig``, ``RunResult``, random streams, initial model,
   test accuracy (below both trainers).
 * :mod:`~interp.training.trainer` - ``train``/``train_group`` and the plain TransformerLens loop.
-* :mod:`~interp.training.fast_train` - the fast exact engine (final position, seed ensembles).
+* :mod:`~interp.training.fast_train` - the fast exact engine: data as table rows, seed ensembles;
+  its arithmetic (final-position logits regrouped, custom autograd) is
+  :mod:`~interp.training.fast_math`.
 * :mod:`~interp.training.checkpoints` - safetensors checkpoints with checksums.
 * :mod:`~interp.training.store` - the SQLite results store (one row per run).
 * :mod:`~interp.training.sweeps` - sweep folders as data, the driver.

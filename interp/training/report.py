@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from interp.training import store as store_mod
-from interp.training.sweeps import Sweep, load
+from interp.training.sweeps import Sweep
 
 REPORT_FILE = "report.md"
 VIOLINS_FILE = "violins.png"
@@ -411,29 +411,3 @@ def write(sweep: Sweep, *, store: str | os.PathLike | None = None,
     png = violins(sweep, table, out / VIOLINS_FILE)
     return Written(markdown=md, violins=png, runs=int(table["runs"].sum()),
                    declared=int(table["declared"].sum()))
-
-
-def add_arguments(p) -> None:
-    p.add_argument("dir", help="sweep folder holding configs.py (e.g. experiments/table1)")
-    p.add_argument("--store", default=None, help="results store (default DIR/results/store.sqlite)")
-    p.add_argument("--out", default=None, help="folder for report.md and violins.png (default DIR)")
-    p.add_argument("--json", action="store_true", help="print the cells as JSON")
-
-
-def run(args) -> int:
-    import json
-
-    sweep = load(args.dir)
-    if args.store is not None and not Path(args.store).is_file():  # a typo, not an empty report
-        raise ValueError(f"--store {args.store}: no such store file; accepted: a results store "
-                         f"written by interp sweep (e.g. {sweep.default_store})")
-    written = write(sweep, store=args.store, out=args.out)
-    if args.json:
-        store_path = args.store or sweep.default_store
-        table = cells(sweep, runs(sweep, store_path), paper_table(sweep))
-        print(table.to_json(orient="records", indent=1))
-    else:
-        print(written.markdown.read_text())
-        print(f"wrote {written.markdown} and {written.violins} "
-              f"({written.runs} of {written.declared} runs in)")
-    return 0

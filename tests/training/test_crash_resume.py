@@ -5,7 +5,7 @@ The sweep runs in a subprocess (`python -m interp sweep DIR --workers 2`) in its
 the test polls the store read-only until a row is committed, then SIGKILLs the whole process
 group (driver, forkserver, pool workers): nothing gets to clean up, and the DriverLock (an
 flock) dies with the driver. The resume and the reference run in-process pools (--workers 1),
-which give the pool's bits (tests/test_sweeps.py). Independent
+which give the pool's bits (tests/training/test_sweeps.py). Independent
 reference: the same command run uninterrupted into another store (a subprocess too, so that
 its MKL mode, set by the CLI before torch starts, is the same; see interp.training.fast_train).
 """

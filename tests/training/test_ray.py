@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from interp import cli
+from interp.cli.sweep import format_summary
 from interp.training import checkpoints, fast_train, ray_backend, store, sweeps, trainer as training
 from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
 
@@ -47,7 +48,7 @@ def test_ray_backend_gives_the_local_backends_store(tmp_path, monkeypatch):
     finally:
         ray.shutdown()
     assert (remote.trained, remote.backend) == (4, "ray")
-    assert "4 trained now (0 failed) with Ray worker(s)" in sweeps.format_summary(remote)
+    assert "4 trained now (0 failed) with Ray worker(s)" in format_summary(remote)
     local = sweeps.run_sweep(sw, store=tmp_path / "local" / "store.sqlite", threads=1)
     assert local.trained == 4 and local.backend == "local"
 

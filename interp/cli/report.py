@@ -1,0 +1,33 @@
+"""interp report: a sweep's table beside the paper's, per-seed lines and violins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from interp.training.report import cells, paper_table, runs, write
+from interp.training.sweeps import load
+
+
+def add_arguments(p) -> None:
+    p.add_argument("dir", help="sweep folder holding configs.py (e.g. experiments/table1)")
+    p.add_argument("--store", default=None, help="results store (default DIR/results/store.sqlite)")
+    p.add_argument("--out", default=None, help="folder for report.md and violins.png (default DIR)")
+    p.add_argument("--json", action="store_true", help="print the cells as JSON")
+
+
+def run(args) -> int:
+
+    sweep = load(args.dir)
+    if args.store is not None and not Path(args.store).is_file():  # a typo, not an empty report
+        raise ValueError(f"--store {args.store}: no such store file; accepted: a results store "
+                         f"written by interp sweep (e.g. {sweep.default_store})")
+    written = write(sweep, store=args.store, out=args.out)
+    if args.json:
+        store_path = args.store or sweep.default_store
+        table = cells(sweep, runs(sweep, store_path), paper_table(sweep))
+        print(table.to_json(orient="records", indent=1))
+    else:
+        print(written.markdown.read_text())
+        print(f"wrote {written.markdown} and {written.violins} "
+              f"({written.runs} of {written.declared} runs in)")
+    return 0
