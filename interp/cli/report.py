@@ -16,6 +16,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    import sys
 
     sweep = load(args.dir)
     if args.store is not None and not Path(args.store).is_file():  # a typo, not an empty report
@@ -30,4 +31,7 @@ def run(args) -> int:
         print(written.markdown.read_text())
         print(f"wrote {written.markdown} and {written.violins} "
               f"({written.runs} of {written.declared} runs in)")
+    for name, why in sorted(written.damaged.items()):
+        print(f"interp report: warning: run {name}: {why}; `interp sweep {args.dir}` retrains it",
+              file=sys.stderr)
     return 0

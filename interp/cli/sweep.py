@@ -70,11 +70,13 @@ def progress_callbacks(total: int, desc: str, *, disable: bool = False, initial:
 
 
 def format_summary(s: Summary) -> str:
+    repaired = (f"\nretrained {len(s.repaired)} run(s) whose checkpoint was missing or corrupt: "
+                f"{', '.join(s.repaired)}") if s.repaired else ""
     return (
         f"sweep {s.sweep}: {s.total} runs declared, {s.skipped} already stored, "
         f"{s.trained} trained now ({s.failed} failed) with "
         f"{'Ray' if s.backend == 'ray' else s.workers} worker(s) "
-        f"in {s.wall_seconds:.1f} s\nstore: {s.store}"
+        f"in {s.wall_seconds:.1f} s\nstore: {s.store}{repaired}"
     )
 
 

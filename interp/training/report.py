@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from interp.training import store as store_mod
@@ -393,6 +393,7 @@ class Written:
     violins: Path
     runs: int
     declared: int
+    damaged: dict = field(default_factory=dict)  # run name -> what is wrong with its checkpoint
 
 
 def write(sweep: Sweep, *, store: str | os.PathLike | None = None,
@@ -402,12 +403,24 @@ def write(sweep: Sweep, *, store: str | os.PathLike | None = None,
     out = Path(out) if out is not None else sweep.root
     table = cells(sweep, runs(sweep, store_path), paper_table(sweep))
     log = store_mod.read_sweeps(store_path) if store_path.is_file() else None
+    damaged = store_mod.checkpoint_problems(store_path) if store_path.is_file() else {}
     out.mkdir(parents=True, exist_ok=True)
     md = out / REPORT_FILE
-    text = markdown(sweep, table, sweeps_log=log)
+    text = markdown(sweep, table, sweeps_log=log) + _damaged_note(damaged)
     tmp = md.with_suffix(".md.tmp")
     tmp.write_text(text)
     os.replace(tmp, md)
     png = violins(sweep, table, out / VIOLINS_FILE)
     return Written(markdown=md, violins=png, runs=int(table["runs"].sum()),
-                   declared=int(table["declared"].sum()))
+                   declared=int(table["declared"].sum()), damaged=damaged)
+
+
+def _damaged_note(damaged: dict[str, str]) -> str:
+    """A flag at the end of the report for runs whose checkpoint is missing or corrupt (their
+    numbers are in the table; their models cannot be analysed until retrained)."""
+    if not damaged:
+        return ""
+    lines = ["", f"**Warning: {len(damaged)} run(s) have a missing or corrupt checkpoint** "
+             "(`interp sweep` on this folder retrains them):", ""]
+    lines += [f"- `{name}`: {why}" for name, why in sorted(damaged.items())]
+    return "\n".join(lines) + "\n"

@@ -292,6 +292,10 @@ class Store:
         """Check every row's ``row_sha256`` (see :func:`verify`)."""
         return _verify_rows(self._db, self.path, files=files)
 
+    def checkpoint_problems(self) -> dict[str, str]:
+        """See :func:`checkpoint_problems`."""
+        return _checkpoint_problems(self._db, self.path)
+
     def put(self, record: RunRecord, checkpoint: Path | None = None,
             checksums: dict[str, str] | None = None) -> None:
         """Insert (or replace) one run's row in a single transaction."""
@@ -391,18 +395,47 @@ def _verify_rows(db: sqlite3.Connection, path: Path, *, files: bool) -> dict[str
             )
         else:
             counts["verified"] += 1
-        ckpt, sums = values[RUN_COLUMNS.index("checkpoint")], values[RUN_COLUMNS.index("checksums")]
-        if files and ckpt:
-            folder = Path(path).resolve().parent / ckpt
-            for fname, expected in json.loads(sums or "{}").items():
-                f = folder / fname
-                if not f.is_file() or sha256(f.read_bytes()) != expected:
-                    raise ValueError(
-                        f"run {name} in {path}: checkpoint file {f} is missing, truncated or "
-                        "corrupt (its sha256 differs from the store's)"
-                    )
-                counts["files"] += 1
+        if files:
+            problem = _checkpoint_problem(path, values)
+            if problem is not None:
+                raise ValueError(f"run {name} in {path}: {problem}")
+            counts["files"] += len(json.loads(values[RUN_COLUMNS.index("checksums")] or "{}"))
     return counts
+
+
+def _checkpoint_problem(path: Path, values) -> str | None:
+    """What is wrong with one row's checkpoint files (None: every file hashes as stored)."""
+    ckpt, sums = values[RUN_COLUMNS.index("checkpoint")], values[RUN_COLUMNS.index("checksums")]
+    if not ckpt:
+        return None
+    folder = Path(path).resolve().parent / ckpt
+    if not folder.is_dir():
+        return f"checkpoint folder {folder} is missing"
+    for fname, expected in json.loads(sums or "{}").items():
+        f = folder / fname
+        if not f.is_file():
+            return f"checkpoint file {f} is missing"
+        if sha256(f.read_bytes()) != expected:
+            return f"checkpoint file {f} is truncated or corrupt (its sha256 differs from the store's)"
+    return None
+
+
+def _checkpoint_problems(db: sqlite3.Connection, path: Path) -> dict[str, str]:
+    query = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY rowid"
+    found = {}
+    for values in db.execute(query):
+        problem = _checkpoint_problem(path, values)
+        if problem is not None:
+            found[values[0]] = problem
+    return found
+
+
+def checkpoint_problems(path: str | os.PathLike) -> dict[str, str]:
+    """``{run name: what is wrong}`` for every run whose checkpoint folder or files are missing,
+    truncated or corrupt (hashed against the row's checksums); read-only."""
+    path = Path(path)
+    with closing(_connect_readonly(path)) as db, _not_a_store(path):
+        return _checkpoint_problems(db, path)
 
 
 def verify(path: str | os.PathLike, *, files: bool = False) -> dict[str, int]:

@@ -267,6 +267,7 @@ class Summary:
     workers: int
     wall_seconds: float
     backend: str = "local"
+    repaired: tuple[str, ...] = ()  # retrained: their checkpoint was missing or corrupt
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "store": str(self.store)}
@@ -314,7 +315,7 @@ def run_sweep(
     with store_mod.DriverLock(store_path), store_mod.Store(store_path) as db:
         store_mod.clean_partial(ckpt_root)
         db.verify()  # an edited or corrupt row stops the sweep, naming the run
-        done = db.statuses()
+        done, repaired = _finished(db, configs)
         groups = plan(configs, done, retry_failed=retry_failed, limit=limit)
         if on_plan is not None:
             on_plan(sum(len(g) for g in groups))
@@ -369,4 +370,15 @@ def run_sweep(
             db.end_sweep(sweep_id, trained, wall, outcome)
     return Summary(sweep=sweep.name, store=store_path, total=len(configs), skipped=skipped,
                    trained=trained, failed=failed, workers=workers, wall_seconds=round(wall, 3),
-                   backend=backend)
+                   backend=backend, repaired=tuple(repaired))
+
+
+def _finished(db, configs) -> tuple[dict[str, str], list[str]]:
+    """The stored statuses the plan may trust, and the runs to retrain because their
+    checkpoint folder or files are missing or do not hash as the store recorded."""
+    names = {c.name() for c in configs}
+    damaged = {k: why for k, why in db.checkpoint_problems().items() if k in names}
+    for name, why in damaged.items():
+        log.warning("run %s: %s; it is trained again", name, why)
+    done = {k: v for k, v in db.statuses().items() if k not in damaged}
+    return done, sorted(damaged)

@@ -310,3 +310,41 @@ def test_a_refused_second_driver_leaves_the_store_byte_identical(tmp_path, capsy
     after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(
         p for p in tmp_path.iterdir() if p.name.startswith("store.sqlite") and p.suffix != ".lock")}
     assert after == before
+
+
+def test_corrupt_or_missing_checkpoints_are_flagged_and_retrained(tmp_path, capsys):
+    """A flipped byte in one run's weights and another run's deleted checkpoint folder:
+    `interp store verify` names both (exit 1), `interp report` flags them, `interp sweep`
+    retrains exactly those two, saying which, and the repaired store equals the original."""
+    folder = make_sweep(tmp_path)
+    path = tmp_path / "store.sqlite"
+    assert cli.main(["sweep", str(folder), "--store", str(path)]) == 0
+    original = store.read(path).set_index("name")
+    flipped, deleted = original.index[0], original.index[2]
+    weights = Path(original.loc[flipped, "checkpoint"]) / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    shutil.rmtree(original.loc[deleted, "checkpoint"])
+    capsys.readouterr()
+
+    assert cli.main(["store", "verify", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"{flipped}: checkpoint file" in err and "corrupt" in err and f"{deleted}: checkpoint folder" in err
+
+    out = tmp_path / "report"
+    assert cli.main(["report", str(folder), "--store", str(path), "--out", str(out)]) == 0
+    assert "run(s) have a missing or corrupt checkpoint" in (out / "report.md").read_text()
+    assert flipped in capsys.readouterr().err
+
+    assert cli.main(["sweep", str(folder), "--store", str(path)]) == 0
+    said = capsys.readouterr().out
+    assert f"retrained 2 run(s) whose checkpoint was missing or corrupt: {', '.join(sorted([flipped, deleted]))}" in said
+    assert store.verify(path, files=True)["files"] > 0  # every file hashes as stored again
+    assert cli.main(["store", "verify", str(path)]) == 0
+    repaired = store.read(path).set_index("name").loc[original.index]
+    cols = ["accuracy", "steps", "final_loss", "status"]
+    assert repaired[cols].equals(original[cols])  # deterministic training: the same numbers back
+    weights_sum = lambda df: [c["model.safetensors"] for c in df["checksums"]]  # noqa: E731
+    assert weights_sum(repaired) == weights_sum(original)  # and the same weights, bit for bit
+    # (config.json records each run's wall seconds, so only the weights are compared)
