@@ -61,7 +61,7 @@ def check_buildable(
             "check_precision=False builds it anyway"
         )
     need = weight_bytes(case, n, dtype)
-    have = _memory_bytes()
+    have = memory_bytes()
     if have and need > have // 2:
         raise ValueError(
             f"case {case} at n={n} needs {need / 2**30:.1f} GiB of weights in "
@@ -78,7 +78,7 @@ def weight_bytes(case: int, n: int, dtype: torch.dtype = torch.float32) -> int:
     return rows * d_model * torch.finfo(dtype).bits // 8
 
 
-def _memory_bytes() -> int | None:
+def memory_bytes() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover - not a POSIX system

@@ -128,6 +128,46 @@ def save(result_or_model, path, config=None) -> Path:
     return path
 
 
+#: What a checkpoint's config.json may hold (checked before anything is allocated): integer
+#: fields within these ranges, the others among these values.
+CONFIG_LIMITS = {
+    "n_layers": (1, 16), "d_model": (1, 2**14), "d_head": (1, 2**14), "n_heads": (1, 64),
+    "n_ctx": (1, 2**21), "d_vocab": (1, 2**27), "d_vocab_out": (1, 2**21), "d_mlp": (1, 2**16),
+}
+CONFIG_CHOICES = {
+    "dtype": ("float32", "float64"), "act_fn": ("relu",), "attn_only": (True, False),
+    "normalization_type": (None,), "attention_dir": ("bidirectional",),
+    "positional_embedding_type": ("standard",), "default_prepend_bos": (True, False),
+    "init_mode": ("gpt2", "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal"),
+}
+
+
+def check_config(hc: dict, where) -> None:
+    """Raise a ValueError naming ``where`` and the field unless ``hc`` (a checkpoint's
+    ``hooked_config``) is within :data:`CONFIG_LIMITS` / :data:`CONFIG_CHOICES` and its weights
+    fit in half of this machine's memory."""
+    for key, value in hc.items():
+        if key in CONFIG_LIMITS:
+            lo, hi = CONFIG_LIMITS[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise ValueError(f"{where}: {key}={value!r}; accepted: an integer in {lo}..{hi}")
+        elif key in CONFIG_CHOICES:
+            if not any(value is c or (type(value) is type(c) and value == c) for c in CONFIG_CHOICES[key]):
+                raise ValueError(f"{where}: {key}={value!r}; accepted: one of {CONFIG_CHOICES[key]}")
+        else:
+            raise ValueError(f"{where}: unknown field {key!r} in hooked_config")
+    d, h, dh = hc.get("d_model", 1), hc.get("n_heads", 1), hc.get("d_head", 1)
+    count = (hc.get("d_vocab", 1) + hc.get("n_ctx", 1) + hc.get("d_vocab_out", 1)) * d
+    count += hc.get("n_layers", 1) * (4 * d * h * dh + 2 * d * hc.get("d_mlp", 0))
+    need = count * (8 if hc.get("dtype") == "float64" else 4)
+    from interp.core.limits import memory_bytes
+
+    have = memory_bytes()
+    if have and need > have // 2:
+        raise ValueError(f"{where}: the model it describes needs {need / 2**30:.1f} GiB; accepted: at "
+                         f"most half of this machine's {have / 2**30:.1f} GiB")
+
+
 def read_meta(path) -> dict:
     """The parsed config.json of a checkpoint (ValueError naming the path if unreadable)."""
     path = Path(path)
@@ -159,7 +199,8 @@ def load(path):
         state = load_file(str(path / WEIGHTS))
         desc = meta["model"]
         hc = dict(desc["hooked_config"])
-        hc["dtype"] = getattr(torch, hc["dtype"])
+        check_config(hc, path / CONFIG)
+        hc["dtype"] = {"float32": torch.float32, "float64": torch.float64}[hc["dtype"]]
         cfg = models._quiet(HookedTransformerConfig, device="cpu", **hc)
     except (SafetensorError, KeyError, TypeError, AttributeError, OSError) as e:
         raise ValueError(f"{path} is truncated or corrupt: {e}") from None
@@ -177,8 +218,11 @@ def load(path):
             p.requires_grad_(False)
     modes = desc.get("attention_modes") or []
     ties = desc.get("attention_ties") or [[None, None]] * len(modes)
-    for layer, ((mode, beta), (rtol, atol)) in enumerate(zip(modes, ties, strict=True)):
-        if (mode, beta) != ("softmax", 1.0):
-            attention.set_attention(model, mode, beta=beta, layers=[layer], tie_rtol=rtol, tie_atol=atol)
+    try:
+        for layer, ((mode, beta), (rtol, atol)) in enumerate(zip(modes, ties, strict=True)):
+            if (mode, beta) != ("softmax", 1.0):
+                attention.set_attention(model, mode, beta=beta, layers=[layer], tie_rtol=rtol, tie_atol=atol)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{path / CONFIG}: attention modes {modes!r} (ties {ties!r}): {e}") from None
     model.eval()
     return model

@@ -100,6 +100,9 @@ RUN_COLUMNS = (
     "curve", "checkpoint", "checksums", "started_at", "finished_at",
 )  # fmt: skip
 DIGEST_COLUMN = "row_sha256"
+#: the ``sweeps`` log's columns under its own ``row_sha256`` (rows of older stores: NULL)
+SWEEP_COLUMNS = ("id", "sweep", "started_at", "finished_at", "workers", "runs_done",
+                 "wall_seconds", "outcome", "environment")
 
 
 def now() -> str:
@@ -137,7 +140,7 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def row_digest(values) -> str:
+def row_digest(values, columns: tuple[str, ...] | None = None) -> str:
     """sha256 of one ``runs`` row (its :data:`RUN_COLUMNS` values, as stored) as canonical JSON.
 
     Canonical: a JSON object keyed by column name, keys sorted, no spaces, NaN as null.
@@ -145,12 +148,13 @@ def row_digest(values) -> str:
     are written by ``repr``, which round-trips a double exactly, so a reader that recomputes
     the digest from the stored values gets the same hex unless the row changed.
     """
+    columns = RUN_COLUMNS if columns is None else columns
     values = list(values)
-    if len(values) != len(RUN_COLUMNS):
-        raise ValueError(f"a runs row has {len(RUN_COLUMNS)} values; got {len(values)}")
+    if len(values) != len(columns):
+        raise ValueError(f"a row of {columns} has {len(columns)} values; got {len(values)}")
     canon = {
         k: None if isinstance(v, float) and math.isnan(v) else v
-        for k, v in zip(RUN_COLUMNS, values)
+        for k, v in zip(columns, values, strict=True)
     }
     text = json.dumps(canon, sort_keys=True, separators=(",", ":"), allow_nan=True)
     return sha256(text.encode())
@@ -261,7 +265,7 @@ class Store:
             )
         self._db.executescript(_SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(sweeps)")}
-        for column in ("outcome", "environment"):  # stores written before the column existed
+        for column in ("outcome", "environment", DIGEST_COLUMN):  # stores older than the column
             if column not in columns:
                 self._db.execute(f"ALTER TABLE sweeps ADD COLUMN {column} TEXT")
         if DIGEST_COLUMN not in {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}:
@@ -330,7 +334,16 @@ class Store:
                 "VALUES (?, ?, ?, 0, ?)",
                 (sweep, now(), workers, json.dumps(environment or {}, sort_keys=True)),
             )
+            self._seal_sweep(int(cur.lastrowid))
         return int(cur.lastrowid)
+
+    def _seal_sweep(self, sweep_id: int) -> None:
+        """Store the digest of one ``sweeps`` row as SQLite stored it (inside a transaction)."""
+        stored = self._db.execute(
+            f"SELECT {', '.join(SWEEP_COLUMNS)} FROM sweeps WHERE id=?", (sweep_id,)
+        ).fetchone()
+        self._db.execute(f"UPDATE sweeps SET {DIGEST_COLUMN}=? WHERE id=?",
+                         (row_digest(stored, SWEEP_COLUMNS), sweep_id))
 
     def end_sweep(self, sweep_id: int, runs_done: int, wall_seconds: float,
                   outcome: str = "done") -> None:
@@ -339,6 +352,7 @@ class Store:
                 "UPDATE sweeps SET finished_at=?, runs_done=?, wall_seconds=?, outcome=? WHERE id=?",
                 (now(), runs_done, round(wall_seconds, 3), outcome, sweep_id),
             )
+            self._seal_sweep(sweep_id)
 
     def _transaction(self):
         db = self._db
@@ -364,11 +378,17 @@ def _not_a_store(path: Path):
 
 def _check_header(path: Path) -> None:
     """SQLite would take a short non-empty file of any bytes for a new database and overwrite
-    it; a store is empty or starts with SQLite's 16-byte header."""
-    if path.is_file() and path.stat().st_size:
-        with open(path, "rb") as f:
-            if f.read(16) != b"SQLite format 3\x00":
-                raise ValueError(f"{path} is not a results store: not an SQLite file")
+    it, and an empty file for a new database; a store either does not exist yet or starts with
+    SQLite's 16-byte header (a 0-byte store is one that lost its content, e.g. on a full disk:
+    treating it as new would silently retrain everything)."""
+    if not path.is_file():
+        return
+    if path.stat().st_size == 0:
+        raise ValueError(f"{path} is empty (0 bytes): not a results store, or one that lost its "
+                         "content; move it away to start a new store there")
+    with open(path, "rb") as f:
+        if f.read(16) != b"SQLite format 3\x00":
+            raise ValueError(f"{path} is not a results store: not an SQLite file")
 
 
 def _connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
@@ -494,5 +514,13 @@ def read_sweeps(path: str | os.PathLike):
     import pandas as pd
 
     with closing(_connect_readonly(path)) as db, _not_a_store(path):
+        db.execute("BEGIN")  # one snapshot for the check and the read
         db.execute("SELECT id FROM sweeps LIMIT 1")  # a clear error before pandas wraps it
+        has_digest = DIGEST_COLUMN in {row[1] for row in db.execute("PRAGMA table_info(sweeps)")}
+        if has_digest:
+            query = f"SELECT {', '.join(SWEEP_COLUMNS)}, {DIGEST_COLUMN} FROM sweeps ORDER BY id"
+            for *values, stored in db.execute(query):
+                if stored is not None and row_digest(values, SWEEP_COLUMNS) != stored:
+                    raise ValueError(f"sweep log row {values[0]} in {path} does not match its "
+                                     f"{DIGEST_COLUMN} (edited or corrupt)")
         return pd.read_sql_query("SELECT * FROM sweeps ORDER BY id", db)

@@ -129,6 +129,9 @@ def load(folder: str | os.PathLike) -> Sweep:
         raise ValueError(f"{path}:{e.lineno}: syntax error: {e.msg}") from e
     except Exception as e:  # a TrainConfig or Layout that refuses its values, a NameError...
         raise ValueError(f"{path}: {type(e).__name__}: {e}") from e
+    except SystemExit as e:  # configs.py is executed as Python: an exit is a broken sweep, not success
+        raise ValueError(f"{path} called sys.exit({e.code!r}) while being loaded; a {CONFIGS_FILE} "
+                         "must only define CONFIGS and LAYOUT") from None
     for attr in ("CONFIGS", "LAYOUT"):
         if not hasattr(module, attr):
             raise ValueError(f"{path} defines no {attr}")

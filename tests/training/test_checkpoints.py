@@ -129,3 +129,44 @@ def test_round_trip_of_an_mlp_model(tmp_path):
 def test_attention_only_config_json_has_no_d_mlp(result, tmp_path):
     meta = json.loads((checkpoints.save(result, tmp_path / "run") / "config.json").read_text())
     assert "d_mlp" not in meta["model"]["hooked_config"]  # unchanged from older checkpoints
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("dtype", "__class__", "dtype='__class__'; accepted: one of"),
+    ("d_model", 10**9, "d_model=1000000000; accepted: an integer in"),
+    ("n_ctx", -1, "n_ctx=-1; accepted"),
+    ("d_vocab", 2**26, "needs .* GiB; accepted: at most half"),
+    ("act_fn", "gelu", "act_fn='gelu'"),
+    ("surprise", 1, "unknown field 'surprise'"),
+])
+def test_config_values_are_checked_before_anything_is_allocated(tmp_path, field, value, message):
+    """A config.json edited to an odd dtype name or huge sizes is refused naming the file and
+    the field, before a model is built (no 4 TB allocation, no TypeError from getattr)."""
+    import json
+    import time
+
+    from interp.core import models as core_models
+
+    path = checkpoints.save(core_models.build_model(3, 5, 4, seed=0), tmp_path / "ckpt")
+    meta = json.loads((path / "config.json").read_text())
+    if field == "d_vocab":
+        meta["model"]["hooked_config"]["d_model"] = 2**14  # with d_vocab 2**26: 4 TiB of W_E
+    meta["model"]["hooked_config"][field] = value
+    (path / "config.json").write_text(json.dumps(meta))
+    start = time.process_time()
+    with pytest.raises(ValueError, match=message) as e:
+        checkpoints.load(path)
+    assert str(path / "config.json") in str(e.value) and time.process_time() - start < 1.0
+
+
+def test_config_attention_modes_are_checked(tmp_path):
+    import json
+
+    from interp.core import constructions as core_constructions
+
+    path = checkpoints.save(core_constructions.build(2, 4), tmp_path / "ckpt")
+    meta = json.loads((path / "config.json").read_text())
+    meta["model"]["attention_modes"] = [["sideways", 1.0]]
+    (path / "config.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"config.json: attention modes .*sideways.*accepted"):
+        checkpoints.load(path)

@@ -179,10 +179,10 @@ def test_verify_files_finds_a_truncated_checkpoint_naming_the_run_and_file(tmp_p
     assert store.verify(path, files=True) == {"verified": 1, "unverified": 0, "files": 2}
     (ckpt / "model.safetensors").write_bytes(b"\x01" * 50)
     assert store.verify(path)["verified"] == 1  # rows alone are intact
-    with pytest.raises(ValueError, match=r"run abc123 in .*model\.safetensors is missing, truncated"):
+    with pytest.raises(ValueError, match=r"run abc123 in .*model\.safetensors is truncated or corrupt"):
         store.verify(path, files=True)
     (ckpt / "model.safetensors").unlink()
-    with pytest.raises(ValueError, match="run abc123"):
+    with pytest.raises(ValueError, match=r"run abc123 in .*model\.safetensors is missing"):
         store.verify(path, files=True)
 
 
@@ -196,3 +196,26 @@ def test_a_file_that_is_not_a_store_is_refused_naming_it(tmp_path, content):
     assert path.read_bytes() == content  # untouched (SQLite would have made a short file a database)
     with pytest.raises(ValueError, match="is a folder"):
         Store(tmp_path)
+
+
+def test_the_sweeps_log_is_checksummed(tmp_path):
+    """A flipped value in the sweeps log (wall seconds, say) is caught when the log is read."""
+    path = tmp_path / "store.sqlite"
+    with store.Store(path) as db:
+        sid = db.begin_sweep("tiny", 2, {"cpus": 2})
+        db.end_sweep(sid, 3, 12.5)
+    assert store.read_sweeps(path)["wall_seconds"].tolist() == [12.5]
+    con = sqlite3.connect(path)
+    con.execute("UPDATE sweeps SET wall_seconds=1.0 WHERE id=?", (sid,))
+    con.commit()
+    con.close()
+    with pytest.raises(ValueError, match=f"sweep log row {sid} in .* does not match its row_sha256"):
+        store.read_sweeps(path)
+
+
+def test_an_empty_store_file_is_refused_not_taken_as_new(tmp_path):
+    path = tmp_path / "store.sqlite"
+    path.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"is empty \(0 bytes\).*move it away"):
+        store.Store(path)
+    assert path.read_bytes() == b""

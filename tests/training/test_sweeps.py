@@ -348,3 +348,10 @@ def test_corrupt_or_missing_checkpoints_are_flagged_and_retrained(tmp_path, caps
     weights_sum = lambda df: [c["model.safetensors"] for c in df["checksums"]]  # noqa: E731
     assert weights_sum(repaired) == weights_sum(original)  # and the same weights, bit for bit
     # (config.json records each run's wall seconds, so only the weights are compared)
+
+
+def test_a_configs_py_that_exits_is_an_error(tmp_path, capsys):
+    folder = make_sweep(tmp_path, "import sys\nsys.exit(0)\n", name="exits")
+    assert cli.main(["sweep", str(folder), "--store", str(tmp_path / "s.sqlite")]) == 2
+    assert "called sys.exit(0) while being loaded" in capsys.readouterr().err
+    assert not (tmp_path / "s.sqlite").exists()
