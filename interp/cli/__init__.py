@@ -18,9 +18,12 @@ inspect, theory) logs and returns data; these modules parse, call it and print.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
+import sqlite3
 import sys
+from pathlib import Path
 
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -64,6 +67,28 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:  # bad input: a clear message, not a traceback
         print(f"interp {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # permissions, a full disk, a missing folder: one line, what to do
+        print(f"interp {args.command}: error: {os_problem(e)}", file=sys.stderr)
+        return 2
+    except sqlite3.Error as e:  # the store failed mid-write (e.g. the disk filled up)
+        from interp.training.store import sqlite_problem
+
+        print(f"interp {args.command}: error: {sqlite_problem(Path('the results store'), e)}", file=sys.stderr)
+        return 2
+
+
+def os_problem(e: OSError) -> str:
+    """One line for an operating-system error: the path, what happened, what to do."""
+    where = e.filename if e.filename is not None else "a file"
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return (f"{where}: permission denied; make it (and its folder) writable by this user, "
+                "or pass another --store/--out")
+    if e.errno == errno.EROFS:
+        return f"{where}: the file system is read-only; pass another --store/--out"
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return (f"{where}: no space left (disk full, quota or file-size limit); free space and rerun "
+                "the same command (every committed run is kept)")
+    return f"{where}: {e.strerror or e}"
 
 
 if __name__ == "__main__":

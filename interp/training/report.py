@@ -133,8 +133,8 @@ def _paper_row(paper, layout, row: dict):
     if paper is None:
         return None
     mask = None
-    for field, col in layout.paper.items():
-        m = paper[col] == str(row[field])
+    for name, col in layout.paper.items():
+        m = paper[col] == str(row[name])
         mask = m if mask is None else mask & m
     hits = paper[mask] if mask is not None else paper.iloc[0:0]
     return None if hits.empty else hits.iloc[0]

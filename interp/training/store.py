@@ -248,12 +248,15 @@ class Store:
             raise ValueError(f"store path {self.path} is a folder; accepted: an SQLite file path")
         _check_header(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, isolation_level=None)  # explicit transactions
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None)  # explicit transactions
+        except sqlite3.Error as e:
+            raise ValueError(sqlite_problem(self.path, e)) from None
         try:
             self._open()
-        except sqlite3.DatabaseError as e:  # not SQLite at all, or a foreign schema
+        except sqlite3.Error as e:  # not SQLite at all, a foreign schema, locked, read-only
             self._db.close()
-            raise ValueError(f"{self.path} is not a results store: {e}") from None
+            raise ValueError(sqlite_problem(self.path, e)) from None
 
     def _open(self) -> None:
         self._db.execute("PRAGMA journal_mode=DELETE")
@@ -367,13 +370,31 @@ class Store:
         return _Tx()
 
 
+def sqlite_problem(path: Path, e: sqlite3.Error) -> str:
+    """One line naming ``path``, what happened and what to do, for an SQLite error: a store
+    that is locked, read-only or on a full disk is healthy and must not be called corrupt."""
+    text = str(e).lower()
+    if "locked" in text or "busy" in text:
+        return (f"{path} is locked by another process (another interp sweep, or an open "
+                "sqlite3 shell); wait for it to finish, then rerun")
+    if "readonly" in text or "read-only" in text:
+        return (f"{path} is read-only: it cannot be written here; make it and its folder writable, "
+                "or copy it elsewhere and pass --store")
+    if "disk is full" in text or "disk i/o" in text or "full" in text:
+        return (f"{path}: the disk is full or failing ({e}); free space and rerun the same "
+                "command (every committed run is kept)")
+    if "unable to open" in text:
+        return f"{path} cannot be opened ({e}); check that its folder exists and is readable"
+    return f"{path} is not a results store (corrupt, or another program's file): {e}"
+
+
 @contextmanager
 def _not_a_store(path: Path):
-    """Turn SQLite's complaint about a file that is not a store into a ValueError naming it."""
+    """Turn SQLite's complaints into a ValueError naming the file and what happened."""
     try:
         yield
     except sqlite3.DatabaseError as e:  # "file is not a database", "no such table: runs", ...
-        raise ValueError(f"{path} is not a results store: {e}") from None
+        raise ValueError(sqlite_problem(path, e)) from None
 
 
 def _check_header(path: Path) -> None:
