@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from interp.training import store, sweeps
 from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
 
@@ -81,7 +83,8 @@ def _to_completion(proc: subprocess.Popen, timeout: float = 300) -> str:
     return out
 
 
-def test_sigkilled_sweep_resumes_to_the_uninterrupted_store(tmp_path):
+@pytest.mark.parametrize("kill_after", [1, 3])  # 3: between two rows of the same group's commit
+def test_sigkilled_sweep_resumes_to_the_uninterrupted_store(tmp_path, kill_after):
     folder = make_sweep(tmp_path, SWEEP, name="crash")
     sw = sweeps.load(folder)
     path = sw.default_store
@@ -92,7 +95,7 @@ def test_sigkilled_sweep_resumes_to_the_uninterrupted_store(tmp_path):
         proc = _interp_sweep(folder, "--workers", "2", stderr=err)
         try:
             deadline = time.monotonic() + 300
-            while _rows_committed(path) < 1:
+            while _rows_committed(path) < kill_after:
                 assert proc.poll() is None, (tmp_path / "killed.err").read_text()[-2000:]
                 assert time.monotonic() < deadline, "no run finished in 300 s"
                 time.sleep(0.05)
@@ -101,7 +104,7 @@ def test_sigkilled_sweep_resumes_to_the_uninterrupted_store(tmp_path):
     assert proc.returncode == -signal.SIGKILL
 
     killed = store.read(path).set_index("name")
-    assert 1 <= len(killed) < len(sw.configs)  # killed mid-sweep, after a commit
+    assert kill_after <= len(killed) < len(sw.configs)  # killed mid-sweep, after a commit
     assert set(killed["status"]) == {"ok"}
     log = store.read_sweeps(path)
     assert len(log) == 1 and log.iloc[0]["finished_at"] is None  # no chance to record an end
