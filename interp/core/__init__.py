@@ -3,6 +3,8 @@
 * :mod:`~interp.core.tasks` - the five presentations' token layout, sampling, plain-Python
   reference evaluator (:func:`~interp.core.tasks.evaluate`).
 * :mod:`~interp.core.models` - ``HookedTransformer`` models for a task (pair embeddings, no PE).
+* :mod:`~interp.core.tokens` - the task tokenizer (``to_str_tokens``) and the input check that
+  every model carries.
 * :mod:`~interp.core.attention` - leftmost/rightmost/average/softmax attention as permanent
   hooks, the tie rule, :func:`~interp.core.attention.modes`.
 * :mod:`~interp.core.constructions` - the paper's constructions as exact weights (``build``).

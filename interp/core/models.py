@@ -139,8 +139,12 @@ def make_config(
 
 
 def new_model(cfg: HookedTransformerConfig) -> HookedTransformer:
-    """A HookedTransformer for cfg (TransformerLens's own initialisation)."""
-    return _quiet(HookedTransformer, cfg, move_to_device=False)
+    """A HookedTransformer for cfg (TransformerLens's own initialisation), with the task
+    tokenizer and the input check of :mod:`interp.core.tokens` attached."""
+    from interp.core import tokens
+
+    model = _quiet(HookedTransformer, cfg, move_to_device=False)
+    return tokens.attach_input_check(tokens.attach_tokenizer(model))
 
 
 def disable_pos_embed(model: HookedTransformer) -> HookedTransformer:
