@@ -16,6 +16,7 @@ def test_first_python_example_runs_and_shows_what_it_says():
     scope: dict = {}
     exec(compile(code, "README.md", "exec"), scope)
     cache, logits = scope["cache"], scope["logits"]
+    assert scope["model"].to_str_tokens(scope["tokens"][0]) == ["(0,2)", "(2,3)", "(1,2)", "(3,1)", "i*=2"]
     s = 2**-0.5
     torch.testing.assert_close(cache["blocks.0.attn.hook_attn_scores"][0, 0, -1],
                                torch.tensor([-s, s, 0, 0, s]), atol=1e-6, rtol=0)
