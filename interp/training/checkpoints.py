@@ -28,6 +28,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from interp.training.store import replace_folder
+
 FORMAT = "interp-checkpoint/1"
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -115,13 +117,7 @@ def save(result_or_model, path, config=None) -> Path:
             json.dump(meta, f, indent=1)
             f.flush()
             os.fsync(f.fileno())
-        if path.exists():
-            old = path.with_name(f".{path.name}.old-{os.getpid()}")
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
+        replace_folder(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

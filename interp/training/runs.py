@@ -67,16 +67,11 @@ class TrainConfig:
     d_mlp: int = 0
 
     def __post_init__(self):
-        if not _is_int(self.case) or self.case not in tasks.CASES:
-            raise ValueError(f"case={self.case!r}; accepted: one of {tasks.CASES}")
+        # the model's shape is a models.ModelSpec (its validation); training needs n >= 2
+        tasks.check_case(self.case)
         if not _is_int(self.n) or self.n < 2:
             raise ValueError(f"n={self.n!r}; accepted: an integer >= 2")
-        if not _is_int(self.d_token) or self.d_token < 1:
-            raise ValueError(f"d_token={self.d_token!r}; accepted: an integer >= 1")
-        if not _is_int(self.n_layers) or self.n_layers not in (1, 2):
-            raise ValueError(f"n_layers={self.n_layers!r}; accepted: 1 or 2")
-        if self.pos_embed not in models.POS_EMBEDS:
-            raise ValueError(f"pos_embed={self.pos_embed!r}; accepted: one of {models.POS_EMBEDS}")
+        models.ModelSpec(self.case, self.n, self.d_token, self.n_layers, self.pos_embed)
         if not _is_int(self.seed) or not 0 <= self.seed < 2**63:
             raise ValueError(f"seed={self.seed!r}; accepted: an integer in 0..2**63-1")
         if not _is_real(self.lr) or not 0 < self.lr <= 1:
@@ -116,6 +111,11 @@ class TrainConfig:
         if unknown:
             raise ValueError(f"unknown TrainConfig fields {unknown}; accepted: {sorted(known)}")
         return cls(**d)
+
+    @property
+    def spec(self) -> models.ModelSpec:
+        """The model's shape (case, n, d_token, n_layers, pos_embed, d_mlp)."""
+        return models.ModelSpec(self.case, self.n, self.d_token, self.n_layers, self.pos_embed, self.d_mlp)
 
     def name(self) -> str:
         """A stable 12-hex-digit hash of every field (seed included): the run's name.

@@ -178,17 +178,23 @@ def place_checkpoint(files: dict[str, bytes], target: Path) -> dict[str, str]:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-        if target.exists():
-            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-            os.replace(target, old)
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, target)
+        replace_folder(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {fname: sha256(data) for fname, data in sorted(files.items())}
+
+
+def replace_folder(tmp: Path, target: Path) -> None:
+    """Put the finished folder ``tmp`` at ``target`` by renames: an existing ``target`` is moved
+    aside first and removed after, so a reader sees the old folder or the new, never a mix."""
+    if target.exists():
+        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+        os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, target)
 
 
 def clean_partial(checkpoints: Path) -> list[Path]:
