@@ -4,8 +4,9 @@ A HookedTransformer always computes ``pattern = softmax(attn_scores)``. We insta
 hooks per layer: one on ``hook_attn_scores`` that remembers the scores (unchanged, so the cache
 shows the real scores), and one on ``hook_pattern`` that replaces the softmax pattern with the
 pattern of the chosen mode, computed from those scores. ``run_with_cache`` therefore caches the
-pattern actually used, and ``model.reset_hooks()`` leaves the mode in place (permanent hooks);
-:func:`remove_attention` takes it off.
+pattern actually used, and ``model.reset_hooks()`` leaves the mode in place, even with
+``including_permanent=True`` (they are torch hooks on the HookPoints, which TransformerLens does
+not track); :func:`remove_attention` takes it off.
 
 Modes, for one query row of scores s (``M`` = positions tied with the maximum, see below):
 
@@ -106,7 +107,8 @@ def pattern_from_scores(
 
 
 class _ModeHooks:
-    """The pair of hooks of one layer; tagged so that only ours are ever removed."""
+    """The pair of hooks of one layer (torch forward hooks on the two HookPoints); tagged so
+    that only ours are ever removed."""
 
     interp_attention = True
 
@@ -114,11 +116,11 @@ class _ModeHooks:
         self.mode, self.beta, self.rtol, self.atol = layer_mode
         self.scores = None
 
-    def keep_scores(self, scores, hook):
+    def keep_scores(self, module, inputs, scores):
         self.scores = scores
         return None  # leave the scores (and the cache) as they are
 
-    def replace_pattern(self, pattern, hook):
+    def replace_pattern(self, module, inputs, pattern):
         scores, self.scores = self.scores, None
         return pattern_from_scores(
             scores, self.mode, self.beta, tie_rtol=self.rtol, tie_atol=self.atol
@@ -128,8 +130,7 @@ class _ModeHooks:
         return f"interp.core.attention({self.mode}, beta={self.beta})"
 
 
-def _ours(handle) -> bool:
-    fn = getattr(handle, "user_hook", None)
+def _ours(fn) -> bool:
     return getattr(getattr(fn, "__self__", None), "interp_attention", False)
 
 
@@ -138,13 +139,8 @@ def remove_attention(model) -> None:
     for layer in range(model.cfg.n_layers):
         attn = model.blocks[layer].attn
         for hp in (attn.hook_attn_scores, attn.hook_pattern):
-            keep = []
-            for handle in hp.fwd_hooks:
-                if _ours(handle):
-                    handle.hook.remove()
-                else:
-                    keep.append(handle)
-            hp.fwd_hooks = keep
+            for key in [k for k, fn in hp._forward_hooks.items() if _ours(fn)]:
+                del hp._forward_hooks[key]
     model.attention_modes = [("softmax", 1.0)] * model.cfg.n_layers
     model.attention_ties = [(None, None)] * model.cfg.n_layers
 
@@ -185,8 +181,10 @@ def set_attention(
             continue
         hooks = _ModeHooks(layer_mode)
         attn = model.blocks[layer].attn
-        attn.hook_attn_scores.add_hook(hooks.keep_scores, is_permanent=True)
-        attn.hook_pattern.add_hook(hooks.replace_pattern, is_permanent=True)
+        # torch hooks on the HookPoints, not TransformerLens's add_hook: reset_hooks (even with
+        # including_permanent=True) leaves them, and hooks added later run after them
+        attn.hook_attn_scores.register_forward_hook(hooks.keep_scores)
+        attn.hook_pattern.register_forward_hook(hooks.replace_pattern)
     model.attention_modes = [(m.mode, m.beta) for m in current]
     model.attention_ties = [(m.tie_rtol, m.tie_atol) for m in current]
     return model

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from interp.core import attention, models, tasks
+from interp.core import attention, constructions, models, tasks
 
 
 def plain_pattern(row, mode):
@@ -65,7 +65,8 @@ def test_modes_are_permanent_until_removed():
         torch.testing.assert_close(model(tokens), hard_logits)
     attention.set_attention(model, "average")  # replaces, does not stack
     assert model.attention_modes == [("average", 1.0)]
-    assert len(model.blocks[0].attn.hook_pattern.fwd_hooks) == 1
+    hp = model.blocks[0].attn.hook_pattern
+    assert sum(attention._ours(fn) for fn in hp._forward_hooks.values()) == 1
     attention.remove_attention(model)
     torch.testing.assert_close(model(tokens), softmax_logits)
 
@@ -93,3 +94,15 @@ def test_bad_mode(kwargs, match):
     model = models.build_model(1, 3, 2)
     with pytest.raises(ValueError, match=match):
         attention.set_attention(model, **kwargs)
+
+
+def test_modes_survive_reset_hooks_even_including_permanent():
+    """TransformerLens's reset_hooks(including_permanent=True) used to drop hard attention
+    silently (case 1 fell to chance); the modes are torch hooks it does not track."""
+    model = constructions.build(1, 6)
+    tokens, answers = tasks.sample(1, 6, 64)
+    model.reset_hooks(including_permanent=True)
+    assert torch.equal(model(tokens)[:, -1].argmax(-1), answers)
+    assert attention.modes(model)[0].mode == "leftmost"
+    attention.remove_attention(model)  # and remove_attention still takes them off
+    assert not torch.equal(model(tokens)[:, -1].argmax(-1), answers)
