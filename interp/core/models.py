@@ -140,11 +140,11 @@ def make_config(
 
 def new_model(cfg: HookedTransformerConfig) -> HookedTransformer:
     """A HookedTransformer for cfg (TransformerLens's own initialisation), with the task
-    tokenizer and the input check of :mod:`interp.core.tokens` attached."""
+    tokenizer, the input check and the task loss of :mod:`interp.core.tokens` attached."""
     from interp.core import tokens
 
     model = _quiet(HookedTransformer, cfg, move_to_device=False)
-    return tokens.attach_input_check(tokens.attach_tokenizer(model))
+    return tokens.attach_task_loss(tokens.attach_input_check(tokens.attach_tokenizer(model)))
 
 
 def disable_pos_embed(model: HookedTransformer) -> HookedTransformer:

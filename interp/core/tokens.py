@@ -15,6 +15,10 @@ works. Positional labels (``k2``, ``v7``, ``f(3)=1``) for views are
 the model cannot mean: not 2-D integers, ids outside the vocabulary, a length other than the
 task's, or (pair models) pair tokens where the query belongs or the reverse. It costs a few
 comparisons per forward; ``model.embed.input_check = False`` turns it off.
+
+:class:`TaskLoss` replaces the model's ``loss_fn``, so ``model(tokens, return_type="loss")`` is the
+task's loss (cross-entropy of the final position's logits against f(i*), read off the tokens by
+:func:`interp.core.tasks.answers`) instead of a next-token loss that means nothing here.
 """
 
 from __future__ import annotations
@@ -103,6 +107,31 @@ def check_input(cfg, tokens) -> None:
     if pairs and (bool((tokens[:, :-1] >= n * n).any()) or bool((tokens[:, -1] < n * n).any())):
         raise ValueError(f"a pair-token model (n = {n}) reads n pair tokens < {n * n} and then one "
                          f"query token >= {n * n}")
+
+
+class TaskLoss:
+    """``loss_fn`` of a task model: cross-entropy at the final position against the answer the
+    tokens encode (``per_token=True``: one loss per input, [batch])."""
+
+    def __init__(self, cfg):
+        n, pairs = _shape(cfg)
+        # the evaluation rule depends only on the layout: pairs (cases 2-3), values then a key
+        # (case 1), key/value positions then a key (cases 4-5; case 4's keys are just in order)
+        self.n, self.case = n, 3 if pairs else (1 if cfg.n_ctx == n + 1 else 5)
+
+    def __call__(self, logits, tokens, attention_mask=None, per_token: bool = False):
+        import torch.nn.functional as F
+
+        from interp.core import tasks
+
+        answers = tasks.answers(self.case, self.n, tokens.cpu()).to(logits.device)
+        loss = F.cross_entropy(logits[:, -1], answers, reduction="none")
+        return loss if per_token else loss.mean()
+
+
+def attach_task_loss(model):
+    model.loss_fn = TaskLoss(model.cfg)
+    return model
 
 
 def _check_embed_input(embed, args) -> None:

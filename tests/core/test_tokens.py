@@ -70,3 +70,17 @@ def test_models_with_the_check_still_copy_and_pickle(case):
     with pytest.raises(ValueError, match="length"):
         twin(t[:, :2])
     assert isinstance(twin.tokenizer, tokens.TaskTokenizer)
+
+
+@pytest.mark.parametrize("case", tasks.CASES)
+def test_return_type_loss_is_the_task_loss(case):
+    """model(tokens, return_type="loss") is the cross-entropy at the final position against
+    the plain-Python evaluator's answers, not TransformerLens's next-token loss."""
+    import torch.nn.functional as F
+
+    model = models.build_model(case, 5, 4, seed=1)
+    batch, _ = tasks.sample(case, 5, 16, function="any")
+    answers = torch.tensor([tasks.evaluate(case, 5, row) for row in batch.tolist()])
+    expected = F.cross_entropy(model(batch)[:, -1], answers, reduction="none")
+    torch.testing.assert_close(model(batch, return_type="loss"), expected.mean())
+    torch.testing.assert_close(model(batch, return_type="loss", loss_per_token=True), expected)
