@@ -16,7 +16,7 @@ Evaluation (Sometimes)". Four stages, each a sub-package; imports point down the
 * :mod:`interp.cli` - the ``interp`` command line; the only place that prints.
 
 The names most sessions need are here: ``interp.build``, ``interp.train``,
-``interp.train_group``, ``interp.TrainConfig``, ``interp.RunResult``, ``interp.load``,
+``interp.train_group``, ``interp.TrainConfig``, ``interp.RunResult``, ``interp.load``, ``interp.load_run``,
 ``interp.save``, ``interp.find_counterexample`` and the modules ``interp.tasks``,
 ``interp.models``, ``interp.attention``, ``interp.constructions``, ``interp.forward``. They are
 imported on first use (PEP 562), so ``interp --help`` and the CLI's refusals of bad input answer
@@ -37,6 +37,7 @@ _EXPORTS = {
     "tasks": "interp.core.tasks",
     "build": "interp.core.constructions",
     "load": "interp.training.checkpoints",
+    "load_run": "interp.training.checkpoints",
     "save": "interp.training.checkpoints",
     "find_counterexample": "interp.theory.counterexample",
     "RunResult": "interp.training.runs",

@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -222,3 +223,33 @@ def load(path):
         raise ValueError(f"{path / CONFIG}: attention modes {modes!r} (ties {ties!r}): {e}") from None
     model.eval()
     return model
+
+
+@dataclass(frozen=True)
+class Run:
+    """A trained run as :func:`load_run` gives it: the model and what it was trained as."""
+
+    model: object  # the HookedTransformer
+    config: object | None  # its TrainConfig (None for a checkpoint of a bare model)
+    case: int | None
+    n: int
+    metrics: dict  # accuracy, steps, final_loss, seconds, curve, status (empty for a bare model)
+    path: Path
+
+
+def load_run(path) -> Run:
+    """The model at checkpoint ``path`` with its ``TrainConfig``, case, n and metrics (the same
+    checks as :func:`load`; a corrupt ``train_config`` is refused naming the file)."""
+    from interp.training.runs import TrainConfig
+
+    path = Path(path)
+    model = load(path)
+    meta = read_meta(path)
+    config = None
+    if meta.get("train_config") is not None:
+        try:
+            config = TrainConfig.from_dict(meta["train_config"])
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path / CONFIG}: train_config: {e}") from None
+    return Run(model=model, config=config, case=None if config is None else config.case,
+               n=model.cfg.d_vocab_out, metrics=dict(meta.get("result") or {}), path=path)

@@ -355,3 +355,23 @@ def test_a_configs_py_that_exits_is_an_error(tmp_path, capsys):
     assert cli.main(["sweep", str(folder), "--store", str(tmp_path / "s.sqlite")]) == 2
     assert "called sys.exit(0) while being loaded" in capsys.readouterr().err
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_runs_lists_checkpoints_by_config_and_load_run_gives_the_run(tmp_path, capsys):
+    import interp
+
+    folder = make_sweep(tmp_path)
+    path = tmp_path / "store.sqlite"
+    assert cli.main(["sweep", str(folder), "--store", str(path)]) == 0
+    capsys.readouterr()
+    assert cli.main(["runs", str(path), "--where", "case=3", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    configs = [c for c in sweeps.load(folder).configs if c.case == 3]
+    assert sorted(r["name"] for r in rows) == sorted(c.name() for c in configs)
+    stored = store.read(path).set_index("name")
+    for r in rows:
+        run = interp.load_run(r["checkpoint"])
+        assert run.config.name() == r["name"] and (run.case, run.n) == (3, 5)
+        assert run.metrics["accuracy"] == stored.loc[r["name"], "accuracy"] == r["accuracy"]
+    assert cli.main(["runs", str(path), "--where", "colour=red"]) == 2
+    assert "no field 'colour'" in capsys.readouterr().err

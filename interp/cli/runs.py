@@ -1,0 +1,44 @@
+"""interp runs STORE: the runs of a results store by config, with their checkpoints."""
+
+from __future__ import annotations
+
+import json
+
+COLUMNS = ["name", "case", "n", "d_token", "n_layers", "pos_embed", "d_mlp", "seed", "status", "accuracy",
+           "steps", "checkpoint"]
+
+
+def add_arguments(p) -> None:
+    p.add_argument("store", help="a results store (e.g. experiments/table1/results/store.sqlite)")
+    p.add_argument("--where", action="append", metavar="FIELD=VALUE", help="only runs whose config field has this value")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+
+
+def select_runs(store_path, where: dict[str, str]):
+    """The store's rows (a DataFrame) whose config fields equal ``where``'s values."""
+    from interp.training import store
+
+    df = store.read(store_path)
+    for key, value in where.items():
+        if key not in df.columns:
+            raise ValueError(f"--where {key}={value}: no field {key!r}; accepted: "
+                             f"{sorted(c for c in df.columns if c in COLUMNS or c in ('lr', 'init', 'function'))}")
+        df = df[df[key].astype(str) == value]
+    return df
+
+
+def run(args) -> int:
+    from interp.training.sweeps import parse_where
+
+    df = select_runs(args.store, parse_where(args.where))
+    cols = [c for c in COLUMNS if c in df.columns]
+    if args.json:
+        print(json.dumps(df[cols].to_dict(orient="records"), indent=1, default=str))
+        return 0
+    if df.empty:
+        print("no runs match")
+        return 0
+    print(df[cols].sort_values(["case", "n", "d_token", "seed"] if "case" in cols else cols[:1])
+          .to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    print(f"{len(df)} run(s); load one with interp.load_run(CHECKPOINT)")
+    return 0
