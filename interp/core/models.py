@@ -17,6 +17,8 @@ Two things TransformerLens has no switch for are done here, and only here:
   ``torch.nn.utils.parametrize``; ``hook_embed``, caches and ``model.W_E`` work as usual.
   The query token ``n*n + i*`` embeds as ``[key_table[i*], 0]``: it carries the target key
   in the key half and nothing in the value half, as in Theorem 3.1's x_n = [cs(i*), 0].
+  ``model.W_E`` is computed from the tables on every read, so writing into it changes nothing:
+  edit :func:`pair_tables` instead, or take :func:`to_vanilla` (a materialised, plain W_E).
 
 This module and :mod:`interp.core.attention` are the only places that touch TransformerLens
 internals, so a move to ``TransformerBridge`` stays local.
@@ -159,6 +161,37 @@ def tie_pair_embedding(model: HookedTransformer, n: int) -> HookedTransformer:
     """Make embed.W_E the concatenation of a key table and a value table (cases 2 and 3)."""
     parametrize.register_parametrization(model.embed, "W_E", PairEmbedding(n))
     return model
+
+
+def to_vanilla(model: HookedTransformer, *, max_rows: int = 2**20) -> HookedTransformer:
+    """A plain copy of ``model`` whose ``embed.W_E`` is an ordinary parameter: a pair-token
+    model's (n*n + n)-row W_E is materialised (refused past ``max_rows`` rows), so writes to
+    ``W_E`` take effect and ``HookedTransformer(cfg).load_state_dict(vanilla.state_dict())``
+    works. Attention modes, the tokenizer and the input check come along; the copy no longer
+    ties pair rows to the key and value tables (training it trains every row on its own)."""
+    import copy
+
+    from interp.core import attention
+
+    if not has_pair_embedding(model):
+        return copy.deepcopy(model)
+    rows = model.cfg.d_vocab
+    if rows > max_rows:
+        raise ValueError(f"W_E would have {rows} rows; accepted: at most max_rows={max_rows} "
+                         "(edit the tables of pair_tables(model) instead)")
+    vanilla = new_model(copy.deepcopy(model.cfg))
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()
+             if not k.startswith("embed.parametrizations.")}
+    state["embed.W_E"] = model.embed.W_E.detach().clone()
+    vanilla.load_state_dict(state, strict=True)
+    for name, p in model.named_parameters():  # frozen W_pos stays frozen, etc.
+        if not name.startswith("embed.parametrizations."):
+            vanilla.get_parameter(name).requires_grad_(p.requires_grad)
+    for layer, m in enumerate(attention.modes(model)):
+        if m[:2] != ("softmax", 1.0):
+            attention.set_attention(vanilla, m.mode, beta=m.beta, layers=[layer],
+                                    tie_rtol=m.tie_rtol, tie_atol=m.tie_atol)
+    return vanilla.eval() if not model.training else vanilla
 
 
 def has_pair_embedding(model: HookedTransformer) -> bool:

@@ -153,3 +153,22 @@ def test_attention_only_model_is_unchanged_by_d_mlp_zero():
 def test_bad_d_mlp(d_mlp):
     with pytest.raises(ValueError, match=f"d_mlp={d_mlp!r}"):
         models.build_model(5, 2, 2, d_mlp=d_mlp)
+
+
+def test_to_vanilla_gives_a_plain_model_whose_w_e_edits_take_effect():
+    from transformer_lens import HookedTransformer
+
+    from interp.core import constructions
+
+    for case, model in ((3, models.build_model(3, 4, 4, seed=0)), (2, constructions.build(2, 4))):
+        vanilla = models.to_vanilla(model)
+        tokens, _ = tasks.sample(case, 4, 8)
+        torch.testing.assert_close(vanilla(tokens), model(tokens))
+        plain = HookedTransformer(vanilla.cfg)  # TransformerLens's own class loads its state
+        plain.load_state_dict(vanilla.state_dict())
+        with torch.no_grad():
+            vanilla.W_E[:] = 0  # the edit a TransformerLens user makes, and it takes effect
+        assert not torch.allclose(vanilla(tokens), model(tokens))
+        assert torch.equal(model.W_E, models.to_vanilla(model).W_E)  # the original is untouched
+    with pytest.raises(ValueError, match="max_rows"):
+        models.to_vanilla(models.build_model(2, 40, 2, seed=0), max_rows=100)
