@@ -4,6 +4,8 @@
 * :mod:`~interp.inspect.probes` - cos/sin probes and circle tests of key encodings.
 * :mod:`~interp.inspect.circuits` - QK and OV circuits through the embeddings.
 * :mod:`~interp.inspect.patching` - activation patching of the attended position.
+* :mod:`~interp.inspect.interventions` - ablation, direct logit attribution, logit lens, path
+  patching and attribution patching, returning tensors.
 * :mod:`~interp.inspect.analysis` - per-seed measures of a sweep, mechanism labels, reports.
 * :mod:`~interp.inspect.viz` - circuitsvis HTML (offline) and matplotlib figures.
 """
