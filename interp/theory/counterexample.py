@@ -251,7 +251,7 @@ def separable_inputs(n: int) -> list[tuple[list[int], int]]:
 
 
 def find_counterexample_attention_only(model) -> Counterexample:
-    """An input a one-layer *attention-only* softmax model (case 5, n >= 2) gets wrong.
+    """An input a one-layer, one-head *attention-only* softmax model (case 5, n >= 2) gets wrong.
 
     Theorem 3.6 leaves softmax open, and Theorem 3.5 shows one layer with an MLP suffices; but
     with no MLP nothing non-linear follows the attention. At the final position,
@@ -262,9 +262,18 @@ def find_counterexample_attention_only(model) -> Counterexample:
     needs S(0, 1) > 0, S(1, 0) > 0 (answer 1; a tie predicts 0), S(0, 0) <= 0, S(1, 1) <= 0,
     but S(0, 1) + S(1, 0) = S(0, 0) + S(1, 1). So one of the four is wrong, for every width,
     precision and temperature. (This is why one-layer attention-only models trained on case 5
-    stay at chance even at n = 2.)
+    stay at chance even at n = 2.) The argument needs ONE head: with h heads the logit
+    difference is a sum of h such ratios, whose sign is no longer that of one additive
+    A + B + C (two-head one-layer attention-only models can be right on all four); a model
+    with more heads is refused.
     """
     cfg = model.cfg
+    if cfg.n_heads != 1:
+        raise ValueError(
+            f"n_heads={cfg.n_heads}: the separability argument covers one head only (with several, "
+            "the logit difference is a sum of softmax ratios and all four inputs can be right); "
+            "accepted: n_heads = 1"
+        )
     if cfg.n_layers != 1 or not cfg.attn_only or cfg.normalization_type is not None:
         raise ValueError(
             "the separability argument needs one attention layer and nothing non-linear after it "

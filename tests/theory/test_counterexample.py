@@ -176,3 +176,15 @@ def test_attention_only_softmax_models_are_wrong_somewhere():
         find_counterexample_attention_only(softmax_construction.build(4))
     with pytest.raises(ValueError, match="find_counterexample"):
         find_counterexample_attention_only(attention.set_attention(models.build_model(5, 4, 4, seed=0), "leftmost"))
+
+
+def test_the_attention_only_argument_refuses_several_heads():
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    from interp.theory.counterexample import find_counterexample_attention_only
+
+    cfg = HookedTransformerConfig(n_layers=1, d_model=8, d_head=4, n_heads=2, n_ctx=5, d_vocab=2,
+                                  d_vocab_out=2, attn_only=True, normalization_type=None,
+                                  attention_dir="bidirectional", act_fn="relu")
+    with pytest.raises(ValueError, match="n_heads=2: the separability argument covers one head only"):
+        find_counterexample_attention_only(HookedTransformer(cfg))
