@@ -1,7 +1,7 @@
 """``interp analyze-sweep DIR``: do a sweep's successful seeds recover the paper's construction?
 
 Reads ``DIR/results/store.sqlite`` (or a store file), measures every seed of each bimodal config
-(some seeds >= 99%, some near chance; ``--all`` for every config, ``--where FIELD=VALUE``,
+(some seeds >= 99%, some below ``--well-below``, 50%; ``--all`` for every config, ``--where FIELD=VALUE``,
 repeatable, to pick configs)
 with :func:`interp.inspect.analysis.measure`, prints the per-seed table and the written answers, and
 with ``--out`` writes ``<out>/<name>.md`` (report), ``.csv`` (per-seed table) and
@@ -19,6 +19,8 @@ def add_arguments(p) -> None:
                    help="only configs with this field value (repeatable), e.g. --where case=2")
     p.add_argument("--all", action="store_true", help="every config, not only the bimodal ones")
     p.add_argument("--fail-below", type=float, default=None, help="failed if accuracy < this (default max(2/n, 0.05))")
+    p.add_argument("--well-below", type=float, default=0.5,
+                   help="bimodal: some seed >= 99%% and some below this accuracy (default 0.5)")
     p.add_argument("--batch-size", type=int, default=512, help="sampled inputs per measure")
     p.add_argument("--out", default=None, help="folder for the report (.md, .csv, -violins.png)")
     p.add_argument("--name", default=None, help="report file stem (default: the sweep folder name)")
@@ -34,6 +36,7 @@ def run(args) -> int:
     res = analysis.analyze_sweep(
         args.sweep, where=sweeps.parse_where(args.where), all_groups=args.all,
         fail_below=args.fail_below, batch_size=args.batch_size, progress=not args.json,
+        well_below=args.well_below,
     )
     stem = args.name or Path(args.sweep).resolve().name
     title = f"Bimodal seeds in {stem}: do successful seeds recover the construction?"

@@ -165,3 +165,19 @@ def test_anti_frac_of_a_negated_construction():
         model.blocks[0].attn.W_O.neg_()
     ov = circuits.ov_matrix(model, 3, 6)
     assert ov.anti_frac == 1.0 and ov.diag_frac == 0.0
+
+
+def test_bimodal_counts_seeds_stuck_part_way():
+    """The demo's case-3 group (100, 100, 92.8, 100, 33.1 %) is bimodal: its 33.1 % seed is
+    'partial', not 'failed', and used to keep the main job from analysing anything."""
+    import pandas as pd
+
+    df = pd.DataFrame(dict(
+        group=["demo"] * 5 + ["all good"] * 3 + ["all bad"] * 2 + ["near"] * 2,
+        accuracy=[1.0, 1.0, 0.928, 1.0, 0.331, 1.0, 0.995, 0.99, 0.1, 0.3, 1.0, 0.6],
+    ))
+    assert analysis.bimodal_groups(df) == ["demo"]
+    assert analysis.bimodal_groups(df, well_below=0.65) == ["demo", "near"]
+    assert analysis.classify(0.331, 10) == "partial"  # not failed: the old rule skipped it
+    with pytest.raises(ValueError, match="well_below"):
+        analysis.bimodal_groups(df, well_below=1.5)
