@@ -1,7 +1,7 @@
 """Faults tried on a small sweep, end to end through the `interp` command: what each did to the
 store and what the user was told. Writes faults.json and the table in README.md.
 
-    .venv/bin/python experiments/faults/run.py          # about 3 minutes on one core
+    .venv/bin/python experiments/faults/run.py          # a few minutes
 
 Every scenario runs `python -m interp ...` in a subprocess on a fresh store of a 6-run sweep,
 then checks, against an uninterrupted reference sweep: rows lost or duplicated, whether the

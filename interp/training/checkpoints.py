@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from interp.training.store import replace_folder
+from interp.training.store import replace_folder, write_synced
 
 FORMAT = "interp-checkpoint/1"
 WEIGHTS = "model.safetensors"
@@ -114,10 +113,7 @@ def save(result_or_model, path, config=None) -> Path:
             train_config=config.to_dict() if config is not None else None,
             result=metrics,
         )
-        with open(tmp / CONFIG, "w") as f:
-            json.dump(meta, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
+        write_synced(tmp / CONFIG, json.dumps(meta, indent=1).encode())
         replace_folder(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -182,6 +178,11 @@ def read_meta(path) -> dict:
 
 def load(path):
     """The HookedTransformer stored at ``path`` (never unpickles; verifies the sha256)."""
+    return _load(path)[0]
+
+
+def _load(path):
+    """(model, parsed config.json) of the checkpoint at ``path``."""
     from transformer_lens import HookedTransformerConfig
 
     from interp.core import attention, models
@@ -222,7 +223,7 @@ def load(path):
     except (ValueError, TypeError) as e:
         raise ValueError(f"{path / CONFIG}: attention modes {modes!r} (ties {ties!r}): {e}") from None
     model.eval()
-    return model
+    return model, meta
 
 
 @dataclass(frozen=True)
@@ -243,8 +244,7 @@ def load_run(path) -> Run:
     from interp.training.runs import TrainConfig
 
     path = Path(path)
-    model = load(path)
-    meta = read_meta(path)
+    model, meta = _load(path)
     config = None
     if meta.get("train_config") is not None:
         try:

@@ -174,15 +174,20 @@ def place_checkpoint(files: dict[str, bytes], target: Path) -> dict[str, str]:
         for fname, data in files.items():
             if "/" in fname or fname.startswith("."):
                 raise ValueError(f"checkpoint file name {fname!r}; accepted: a plain file name")
-            with open(tmp / fname, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            write_synced(tmp / fname, data)
         replace_folder(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {fname: sha256(data) for fname, data in sorted(files.items())}
+
+
+def write_synced(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` and fsync it (a folder is renamed into place only after)."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def replace_folder(tmp: Path, target: Path) -> None:
@@ -386,7 +391,7 @@ def sqlite_problem(path: Path, e: sqlite3.Error) -> str:
     if "readonly" in text or "read-only" in text:
         return (f"{path} is read-only: it cannot be written here; make it and its folder writable, "
                 "or copy it elsewhere and pass --store")
-    if "disk is full" in text or "disk i/o" in text or "full" in text:
+    if "full" in text or "disk i/o" in text:  # "database or disk is full"; EFBIG reads as I/O error
         return (f"{path}: the disk is full or failing ({e}); free space and rerun the same "
                 "command (every committed run is kept)")
     if "unable to open" in text:

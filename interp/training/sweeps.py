@@ -40,8 +40,7 @@ from typing import Callable, Iterable, Sequence
 
 from interp.training import store as store_mod
 from interp.training.store import RunRecord
-from interp.training.workers import cost as _cost  # noqa: F401 - tests schedule with it
-from interp.training.workers import describe, mkl_branch, run_pool, train_records  # noqa: F401 - mkl_branch re-exported
+from interp.training.workers import describe, run_pool, train_records
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from interp.training import store, sweeps
+from interp.training import store, sweeps, workers
 from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
 
 # Two short groups (30 steps) scheduled first, then two long ones (300 steps, no early stop):
@@ -88,7 +88,7 @@ def test_sigkilled_sweep_resumes_to_the_uninterrupted_store(tmp_path, kill_after
     folder = make_sweep(tmp_path, SWEEP, name="crash")
     sw = sweeps.load(folder)
     path = sw.default_store
-    queue = sorted(sweeps.plan(sw.configs, {}), key=sweeps._cost, reverse=True)
+    queue = sorted(sweeps.plan(sw.configs, {}), key=workers.cost, reverse=True)
     assert [g[0].max_steps for g in queue] == [30, 30, 300, 300]  # short groups go first
 
     with open(tmp_path / "killed.err", "w") as err:  # a file: nobody reads a pipe meanwhile

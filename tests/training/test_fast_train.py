@@ -148,16 +148,13 @@ def _assert_same_runs(a, b):
         assert torch.equal(p, q)
 
 
-@pytest.mark.parametrize("batched", [False, True])
-def test_ensemble_seeds_equal_seeds_trained_alone(batched):
-    # stop_loss is reached by some seeds and not others: per-seed stopping is exercised.
-    if batched and not ft.mkl_reproducible():
-        pytest.skip("stacked seeds need MKL_CBWR set before the process started: "
-                    "test_batched_ensemble_is_exact_when_mkl_is_reproducible runs them in a subprocess")
+def test_ensemble_seeds_equal_seeds_trained_alone():
+    # stop_loss is reached by some seeds and not others: per-seed stopping is exercised. The
+    # stacked (batched) ensemble needs MKL_CBWR from process start: the subprocess test below.
     base = TrainConfig(case=2, n=3, d_token=4, lr=0.01, max_steps=120, stop_loss=0.1,
                        eval_batches=2, batch_size=64)
     configs = [base.replace(seed=s) for s in range(3)]
-    group = ft.Ensemble(configs, batched=batched)
+    group = ft.Ensemble(configs, batched=False)
     while not group.done:
         group.step()
     results = group.results()
@@ -168,19 +165,26 @@ def test_ensemble_seeds_equal_seeds_trained_alone(batched):
 
 
 def test_batched_ensemble_is_exact_when_mkl_is_reproducible():
-    """A stacked [seed, ...] ensemble gives each seed its solo bits under MKL_CBWR (subprocess)."""
+    """A stacked [seed, ...] ensemble gives each seed its solo bits under MKL_CBWR (subprocess):
+    two layers, and one layer with seeds that stop at different steps."""
     code = (
         "from interp.training import fast_train as ft\n"
-        "from interp.training.trainer import TrainConfig, train\n"
+        "from interp.training.trainer import TrainConfig, train, train_group\n"
         "assert ft.mkl_reproducible()\n"
-        "cs = [TrainConfig(case=5, n=4, d_token=6, n_layers=2, seed=s, max_steps=40,"
+        "two = [TrainConfig(case=5, n=4, d_token=6, n_layers=2, seed=s, max_steps=40,"
         " eval_batches=1, batch_size=32) for s in range(3)]\n"
-        "e = ft.Ensemble(cs, batched=True)\n"
-        "while not e.done: e.step()\n"
-        "for r in e.results():\n"
-        "    a = train(r.config)\n"
-        "    assert r.curve == a.curve and r.accuracy == a.accuracy\n"
-        "    assert all((p == q).all() for p, q in zip(list(r.model.parameters()), list(a.model.parameters()), strict=True))\n"
+        "stops = [TrainConfig(case=2, n=3, d_token=4, lr=0.01, max_steps=120, stop_loss=0.1,"
+        " eval_batches=2, batch_size=64, seed=s) for s in range(3)]\n"
+        "for cs in (two, stops):\n"
+        "    e = ft.Ensemble(cs, batched=True)\n"
+        "    while not e.done: e.step()\n"
+        "    results = e.results()\n"
+        "    for r in results:\n"
+        "        a = train(r.config)\n"
+        "        assert (r.steps, r.curve, r.accuracy, r.final_loss) == (a.steps, a.curve, a.accuracy, a.final_loss)\n"
+        "        assert all((p == q).all() for p, q in zip(list(r.model.parameters()), list(a.model.parameters()), strict=True))\n"
+        "    assert [r.steps for r in results] == [r.steps for r in train_group(cs)]\n"
+        "assert len({r.steps for r in results}) > 1  # the seeds stopped at different steps\n"
         "print('ok')\n"
     )
     if not torch.backends.mkl.is_available():
