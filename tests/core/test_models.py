@@ -172,3 +172,52 @@ def test_to_vanilla_gives_a_plain_model_whose_w_e_edits_take_effect():
         assert torch.equal(model.W_E, models.to_vanilla(model).W_E)  # the original is untouched
     with pytest.raises(ValueError, match="max_rows"):
         models.to_vanilla(models.build_model(2, 40, 2, seed=0), max_rows=100)
+
+
+WRITES = {  # the edits a TransformerLens user makes to W_E
+    "W_E[:] = 0": lambda m: m.W_E.__setitem__(slice(None), 0.0),
+    "W_E.data[:] = 0": lambda m: m.W_E.data.__setitem__(slice(None), 0.0),
+    "embed.W_E[0] = 1": lambda m: m.embed.W_E.__setitem__(0, 1.0),
+    "W_E.zero_()": lambda m: m.W_E.zero_(),
+    "W_E += 1": lambda m: m.W_E.add_(1.0),
+    "nn.init.normal_": lambda m: torch.nn.init.normal_(m.W_E),
+    "W_E.detach()[0] = 1": lambda m: m.W_E.detach().__setitem__(0, 1.0),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+def test_writes_into_a_pair_models_w_e_raise_and_change_nothing(write):
+    from interp.core import constructions
+
+    for model in (models.build_model(3, 4, 4, seed=0), constructions.build(2, 4)):
+        tables = [t.detach().clone() for t in models.pair_tables(model)]
+        with pytest.raises(models.ReadOnlyWeightError, match="pair_tables"):
+            with torch.no_grad():
+                WRITES[write](model)
+        assert all(torch.equal(a, b) for a, b in zip(tables, models.pair_tables(model)))
+
+
+def test_reads_of_a_pair_models_w_e_are_plain_and_keep_gradients():
+    model = models.build_model(3, 4, 4, seed=0)
+    tokens, _ = tasks.sample(3, 4, 8)
+    assert type(model.W_E * 2) is torch.Tensor and type(model.W_E[tokens]) is torch.Tensor
+    model(tokens)[:, -1].sum().backward()  # gradients reach the tables through the read-only W_E
+    key, value = models.pair_tables(model)
+    assert key.grad is not None and key.grad.abs().sum() > 0
+    assert value.grad is not None and value.grad.abs().sum() > 0
+
+
+def test_assigning_a_whole_w_e_writes_through_only_with_the_pair_structure():
+    model = models.build_model(2, 4, 3, seed=0)
+    new_key, new_value = torch.randn(4, 3), torch.randn(4, 3)
+    plain = torch.cat([torch.cat([new_key.repeat_interleave(4, 0), new_value.repeat(4, 1)], 1),
+                       torch.cat([new_key, torch.zeros(4, 3)], 1)])  # built by hand, not by the class
+    model.embed.W_E = plain
+    assert torch.equal(models.pair_tables(model)[0], new_key)
+    assert torch.equal(models.pair_tables(model)[1], new_value)
+    assert torch.equal(model.W_E, plain)
+    broken = plain.clone()
+    broken[5, 0] += 1.0  # row 1*4 + 1 no longer [key[1], value[1]]
+    with pytest.raises(ValueError, match="row 5 of the new W_E breaks the pair structure"):
+        model.embed.W_E = broken
+    assert torch.equal(models.pair_tables(model)[0], new_key)  # nothing was written
