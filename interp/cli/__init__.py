@@ -12,6 +12,7 @@ inspect, theory) logs and returns data; these modules parse, call it and print.
   ``interp runs``.
 * :mod:`interp.cli.probe`, :mod:`interp.cli.viz`, :mod:`interp.cli.analysis` - ``interp probe``,
   ``interp viz``, ``interp analyze-sweep``.
+* :mod:`interp.cli.explore` - ``interp explore``, the sweep explorer page.
 * :mod:`interp.cli.precision`, :mod:`interp.cli.temperature`, :mod:`interp.cli.counterexample`,
   :mod:`interp.cli.theorem35`, :mod:`interp.cli.lower_bounds` - the theory studies' commands.
 """
@@ -42,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("interp.cli.probe", "measure one model (checkpoint or --construction): attention, probes, circuits"),
     "viz": ("interp.cli.viz", "write a model's attention HTML (offline) and circle/QK/OV/spectrum PNGs"),
     "analyze-sweep": ("interp.cli.analysis", "per-seed measures of a sweep's bimodal configs, with written answers"),
+    "explore": ("interp.cli.explore", "one offline HTML page of a sweep's seeds: table, violins, attention, QK/OV, probes"),
 }
 
 

@@ -1,6 +1,7 @@
 """``interp viz``: write a model's attention HTML (self-contained) and PNG figures to ``--out``.
 
-Model arguments as ``interp probe``. Writes ``attention.html`` (circuitsvis, renders offline),
+Model arguments as ``interp probe``. Writes ``attention.html`` (circuitsvis, renders offline; the
+target, answers and attended positions of ``--inputs`` sampled inputs, default 3),
 ``circles.png`` (embedding tables on their circles, the paper's Figure 1 style),
 ``circuits.png`` (QK and OV heatmaps) and ``spectra.png`` (Fourier power of the tables).
 """
@@ -15,15 +16,18 @@ from interp.cli.probe import add_model_arguments, model_from_args
 def add_arguments(p) -> None:
     add_model_arguments(p)
     p.add_argument("--out", required=True, help="output folder (created)")
+    p.add_argument("--inputs", type=int, default=3,
+                   help="sampled inputs shown in attention.html, each stated in words (default 3)")
     p.add_argument("--json", action="store_true", help="print the written paths as JSON")
 
 
 def run(args) -> int:
     from interp.inspect import hooks, viz
 
+    viz.check_inputs(args.inputs)  # before any work
     model, case, n, label = model_from_args(args)
-    tokens = hooks.sample_inputs(case, n, 1, seed=args.seed)
-    paths = viz.write_all(model, case, n, args.out, title=label, tokens=tokens)
+    tokens = hooks.sample_inputs(case, n, args.inputs, seed=args.seed)
+    paths = viz.write_all(model, case, n, args.out, title=label, tokens=tokens, inputs=args.inputs)
     if args.json:
         print(json.dumps({k: str(v) for k, v in paths.items()}, indent=1))
     else:

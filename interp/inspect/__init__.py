@@ -8,4 +8,5 @@
   patching and attribution patching, returning tensors.
 * :mod:`~interp.inspect.analysis` - per-seed measures of a sweep, mechanism labels, reports.
 * :mod:`~interp.inspect.viz` - circuitsvis HTML (offline) and matplotlib figures.
+* :mod:`~interp.inspect.explore` - the sweep explorer: one offline HTML page of a sweep's seeds.
 """

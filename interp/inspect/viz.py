@@ -1,17 +1,23 @@
 """Pictures of a task model: attention (circuitsvis HTML), circles, QK/OV heatmaps, spectra.
 
 Every function takes data or a model and returns a ``matplotlib.figure.Figure`` or an HTML
-string; nothing is shown or printed. Figures are built with matplotlib's object API (no pyplot
-state), so they save the same way in scripts, tests and notebooks.
+string; nothing is shown or printed. Figures use matplotlib's object API (no pyplot state).
 
-The attention HTML is self-contained: circuitsvis's ``RenderedHTML`` carries two sources, one
-that imports its script from a CDN (what ``str()`` gives) and ``local_src``, which inlines the
-``dist/cdn/iife.js`` bundled in the installed package. We write ``local_src`` in a full HTML
-document, so the file renders offline and loads nothing remote.
+Attention pages load nothing remote. circuitsvis's ``RenderedHTML`` imports its script from a
+CDN or inlines its 1.3 MB bundle (``dist/cdn/iife.js``, which defines the global ``CircuitsVis``)
+once per view. We call ``CircuitsVis.render(id, CircuitsVis.AttentionHeads, props)`` ourselves,
+as its ``render_local`` does, with the bundle either inlined once per page (``script_src=None``)
+or written beside the page and referenced (``script_src="circuitsvis.js"``,
+:func:`write_circuitsvis_script`). A view's props sit in a ``<script type="application/json"
+class="cv-props">`` beside its ``<div>``; the page's ``renderViews(root)`` renders the views
+under ``root`` not yet rendered (the explorer renders a seed's views when it is shown).
 """
 
 from __future__ import annotations
 
+import html
+import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +26,81 @@ import torch
 from interp.core import tasks
 from interp.inspect import circuits, hooks, probes
 
-
 # ------------------------------------------------------------------------- attention (HTML)
+
+#: file name of circuitsvis's bundled script when written beside a page
+CIRCUITSVIS_JS = "circuitsvis.js"
+#: one line per label of :func:`interp.inspect.analysis.mechanism`
+MECHANISMS = {
+    "construction": "the paper's mechanism: QK matches the target i* to the stored key, the last "
+                    "layer attends the matching slot and OV copies its value f(i*).",
+    "inverted": "attention avoids the matching slot (QK rows have their minimum on the diagonal) "
+                "and OV writes minus the value: over a permutation the slots' values sum to the "
+                "same vector, so the deficit at the matching slot becomes the answer.",
+    "mirror": "the last layer attends the key position 2j with k_j = i*, not the value position "
+              "2j + 1: layer 0 moved each value back onto its key, the construction run backwards.",
+    "none": "none of the named mechanisms by these measures (a failed seed, or one not named).",
+}
+MAX_INPUTS = 32
+_RENDER_JS = """function renderViews(root) {
+  (root || document).querySelectorAll("script.cv-props").forEach(function (s) {
+    var el = document.getElementById(s.dataset.target);
+    if (el && !el.dataset.rendered) { el.dataset.rendered = "1";
+      CircuitsVis.render(el.id, CircuitsVis[s.dataset.element], JSON.parse(s.textContent)); }
+  });
+}"""
+_CSS = """body { font-family: sans-serif; margin: 1em 2em; }
+table.attn { border-collapse: collapse; font-size: 12px; margin: 4px 0; }
+table.attn td, table.attn th { border: 1px solid #ccc; padding: 1px 4px; text-align: center; }
+td.construction { outline: 2px solid #1a8f3a; outline-offset: -2px; }
+td.argmax, .wrong { font-weight: bold; color: #c0142c; }
+.side { display: flex; gap: 2em; align-items: flex-start; } .side > div { flex: 1 1 0; min-width: 0; }
+"""
+_KEY = ("Table: the last layer's attention from the final position (the query) to each position; "
+        "<span style=\"outline: 2px solid #1a8f3a\">outlined</span>: the position the construction "
+        "attends, <b style=\"color: #c0142c\">bold red</b>: the model's argmax.")
+
+
+def circuitsvis_bundle() -> str:
+    """The script circuitsvis ships (``dist/cdn/iife.js``), safe to inline in ``<script>``."""
+    import circuitsvis
+
+    path = Path(circuitsvis.__file__).parent / "dist" / "cdn" / "iife.js"
+    return path.read_text(encoding="utf-8").replace("</script", "<\\/script")  # in a JS string
+
+
+def write_circuitsvis_script(folder, name: str = CIRCUITSVIS_JS) -> Path:
+    """Write circuitsvis's bundle to ``folder/name`` (once: an identical file is kept)."""
+    _check_script_src(name)
+    path = Path(folder) / name
+    text = circuitsvis_bundle()
+    if not (path.is_file() and path.read_text(encoding="utf-8") == text):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _check_script_src(src: str | None) -> None:
+    if src is not None and (not src or re.match(r"\s*([A-Za-z][\w+.-]*:|/)", src)):
+        raise ValueError(f"script_src={src!r}; accepted: None (inline the script) or a relative "
+                         f"path beside the page such as {CIRCUITSVIS_JS!r} (nothing remote)")
+
+
+def check_inputs(inputs: int) -> int:
+    """``inputs`` (how many sampled inputs a view shows) if in 1..MAX_INPUTS, else ValueError."""
+    if isinstance(inputs, bool) or not isinstance(inputs, int) or not 1 <= inputs <= MAX_INPUTS:
+        raise ValueError(f"inputs={inputs!r}; accepted: an integer in 1..{MAX_INPUTS}")
+    return inputs
+
+
+def mechanism_html(mechanism: str | None) -> str:
+    """One line naming a mechanism label and what it means ('' for None)."""
+    if mechanism is None:
+        return ""
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"mechanism={mechanism!r}; accepted: None or one of {list(MECHANISMS)}")
+    return (f'<p class="mechanism" data-mechanism="{mechanism}"><b>mechanism: {mechanism}</b>'
+            f" &mdash; {html.escape(MECHANISMS[mechanism], quote=False)}</p>\n")
 
 
 def token_labels(case: int, n: int, tokens) -> list[str]:
@@ -39,48 +118,131 @@ def token_labels(case: int, n: int, tokens) -> list[str]:
     return labels + [f"i*={target}"]
 
 
-def attention_html(model, case: int, n: int, tokens=None, *, title: str | None = None) -> str:
-    """A self-contained HTML page with circuitsvis's attention heads for one input.
-
-    One "head" per layer (our models have one head per layer); bidirectional, so nothing is
-    masked. ``tokens`` is one input ([pos] or [1, pos]); by default the first of
-    :func:`interp.inspect.hooks.sample_inputs`.
-    """
-    import html
-
-    import circuitsvis as cv
-
-    hooks.check_model(model, case, n)
-    tokens = hooks.sample_inputs(case, n, 1) if tokens is None else tokens
-    tokens = tasks.check_tokens(case, n, tokens)[:1]
-    patterns = hooks.attention_patterns(model, tokens)[:, 0]  # [layer, query_pos, key_pos]
+def _input_html(model, case: int, n: int, tokens, patterns, view_id: str) -> str:
+    """One input: what the construction and the model do in words, the final query's attention
+    row with both positions marked, and the circuitsvis view (one head per layer)."""
+    labels = token_labels(case, n, tokens)
     view = hooks.read(case, n, tokens)
-    rendered = cv.attention.attention_heads(
-        attention=patterns.double().numpy(),
-        tokens=token_labels(case, n, tokens),
-        attention_head_names=[f"layer {layer}" for layer in range(patterns.shape[0])],
-        mask_upper_tri=False,
-    )
+    target, answer, built = int(view.target[0]), int(view.answer[0]), int(view.attended[0])
+    said = int(hooks.predictions(model, tokens)[0])
+    row = patterns[-1, -1]  # last layer, final query: [key_pos]
+    top = int(row.argmax())
+    cls = "" if said == answer else ' class="wrong"'
+    text = (f"target i* = {target}, answer f(i*) = {answer}, model answers <span{cls}>{said}</span>; "
+            f"construction attends position {built} <code>{html.escape(labels[built])}</code>, the "
+            f"model's last layer attends position {top} <code>{html.escape(labels[top])}</code> most: weight "
+            f"{float(row[top]):.2f} (on the construction's {float(row[built]):.2f})")
+
+    def cell(p, body):
+        marks = [c for c, on in (("construction", p == built), ("argmax", p == top)) if on]
+        return f'<td class="{" ".join(marks)}">{body}</td>' if marks else f"<td>{body}</td>"
+
+    table = ("<table class=\"attn\"><tr><th>position</th>"
+             + "".join(f"<th>{p}</th>" for p in range(len(labels))) + "</tr>\n<tr><th>token</th>"
+             + "".join(cell(p, html.escape(lab)) for p, lab in enumerate(labels))
+             + "</tr>\n<tr><th>attention</th>"
+             + "".join(cell(p, f"{float(w):.2f}") for p, w in enumerate(row)) + "</tr></table>")
+    props = {"attention": patterns.double().numpy().tolist(), "tokens": labels,
+             "attentionHeadNames": [f"layer {layer}" for layer in range(patterns.shape[0])],
+             "maskUpperTri": False}
+    data = json.dumps(props).replace("</", "<\\/")
+    return (f'<div class="input">\n<p>{text}</p>\n{table}\n<div id="{view_id}" class="cv-view">'
+            f'</div>\n<script type="application/json" class="cv-props" data-target="{view_id}" '
+            f'data-element="AttentionHeads">{data}</script>\n</div>\n')
+
+
+def attention_views(model, case: int, n: int, tokens=None, *, inputs: int = 3,
+                    mechanism: str | None = None, key: str = "view", seed: int = 0) -> str:
+    """An HTML fragment: the mechanism line, then per input (``tokens`` [batch, pos], its first
+    ``inputs`` rows; by default :func:`interp.inspect.hooks.sample_inputs` with ``seed``) the
+    target, answer, model's answer, the construction's and the model's attended positions, and
+    circuitsvis's attention heads. ``key`` makes the element ids unique on a page; the views
+    render when the page calls ``renderViews`` (:func:`html_page`)."""
+    check_inputs(inputs)
+    head = mechanism_html(mechanism)
+    if not re.fullmatch(r"[\w-]+", key):
+        raise ValueError(f"key={key!r}; accepted: letters, digits, '_' and '-'")
+    hooks.check_model(model, case, n)
+    tokens = hooks.sample_inputs(case, n, inputs, seed=seed) if tokens is None else tokens
+    tokens = tasks.check_tokens(case, n, tokens)[:inputs]
+    patterns = hooks.attention_patterns(model, tokens)  # [layer, batch, query_pos, key_pos]
+    parts = [head, f"<p class=\"key\">{_KEY}</p>\n"]
+    for k in range(len(tokens)):
+        parts.append(f"<h4>input {k + 1}</h4>\n")
+        parts.append(_input_html(model, case, n, tokens[k:k + 1], patterns[:, k], f"cv-{key}-{k}"))
+    return "".join(parts)
+
+
+def html_page(title: str, body: str, *, script_src: str | None = None, js: str = "",
+              render_on_load: bool = True) -> str:
+    """A full HTML document around ``body``: circuitsvis's bundle inlined (``script_src=None``)
+    or referenced (a relative path), ``renderViews``, then ``js``; with ``render_on_load`` every
+    view renders when the page loads."""
+    _check_script_src(script_src)
+    bundle = (f'<script src="{html.escape(script_src)}"></script>' if script_src
+              else f"<script>\n{circuitsvis_bundle()}\n</script>")
+    load = ('document.addEventListener("DOMContentLoaded", function () { renderViews(document); });'
+            if render_on_load else "")
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n{bundle}\n"
+            f"<script>{_RENDER_JS}{js}\n{load}\n</script>\n</head>\n<body>\n{body}</body>\n</html>\n")
+
+
+def attention_html(model, case: int, n: int, tokens=None, *, title: str | None = None,
+                   inputs: int = 3, mechanism: str | None = None, script_src: str | None = None,
+                   seed: int = 0) -> str:
+    """An HTML page with circuitsvis's attention heads (one per layer; bidirectional, nothing
+    masked) on ``inputs`` inputs, each stated in words (:func:`attention_views`), and the
+    model's ``mechanism`` label explained. ``tokens``: [pos] or [batch, pos] (its first
+    ``inputs`` rows); by default sampled with ``seed``. ``script_src``: see :func:`html_page`."""
+    _check_script_src(script_src)
     title = title or f"case {case}, n = {n}"
-    note = (
-        f"target i* = {int(view.target[0])}, answer f(i*) = {int(view.answer[0])}, "
-        f"construction attends position {int(view.attended[0])} in the last layer; "
-        f"model answers {int(hooks.predictions(model, tokens)[0])}"
-    )
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        f"<title>{html.escape(title)}</title>\n</head>\n<body>\n"
-        f"<h3>{html.escape(title)}</h3>\n<p>{html.escape(note)}</p>\n"
-        f"{rendered.local_src}\n</body>\n</html>\n"
-    )
+    body = (f"<h3>{html.escape(title)}</h3>\n"
+            + attention_views(model, case, n, tokens, inputs=inputs, mechanism=mechanism, seed=seed))
+    return html_page(title, body, script_src=script_src)
 
 
-def save_attention_html(path, model, case: int, n: int, tokens=None, **kw) -> Path:
-    """Write :func:`attention_html` to ``path`` (folders created); returns the path."""
+def side_by_side_html(views, *, title: str = "Attention side by side", inputs: int = 3,
+                      script_src: str | None = None, seed: int = 0) -> str:
+    """One page with several models next to each other. ``views``: ``(title, model, case, n,
+    mechanism)`` tuples (``mechanism`` None or an :data:`MECHANISMS` label); models of the same
+    (case, n) are shown on the same sampled inputs."""
+    views = list(views)
+    if not views or any(len(v) != 5 for v in views):
+        raise ValueError("views: a non-empty list of (title, model, case, n, mechanism) tuples")
+    check_inputs(inputs)
+    for _, _, _, _, mech in views:  # every label checked before any forward pass
+        mechanism_html(mech)
+    cols = [f"<div>\n<h3>{html.escape(str(name))}</h3>\n"
+            + attention_views(model, case, n, inputs=inputs, mechanism=mech, key=f"m{i}", seed=seed)
+            + "</div>\n" for i, (name, model, case, n, mech) in enumerate(views)]
+    body = f"<h2>{html.escape(title)}</h2>\n<div class=\"side\">\n{''.join(cols)}</div>\n"
+    return html_page(title, body, script_src=script_src)
+
+
+def save_html(path, text: str, *, script_src: str | None = None) -> Path:
+    """Write a page to ``path`` (folders created) and, with ``script_src``, circuitsvis's bundle
+    beside it (:func:`write_circuitsvis_script`); returns the page's path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(attention_html(model, case, n, tokens, **kw), encoding="utf-8")
+    if script_src is not None:
+        write_circuitsvis_script(path.parent, script_src)
+    path.write_text(text, encoding="utf-8")
     return path
+
+
+def save_attention_html(path, model, case: int, n: int, tokens=None, *,
+                        script_src: str | None = None, **kw) -> Path:
+    """Write :func:`attention_html` to ``path``: self-contained by default, or referencing
+    circuitsvis's bundle written beside it (``script_src="circuitsvis.js"``)."""
+    text = attention_html(model, case, n, tokens, script_src=script_src, **kw)
+    return save_html(path, text, script_src=script_src)
+
+
+def save_side_by_side_html(path, views, *, script_src: str | None = None, **kw) -> Path:
+    """Write :func:`side_by_side_html` to ``path`` (as :func:`save_attention_html`)."""
+    return save_html(path, side_by_side_html(views, script_src=script_src, **kw),
+                     script_src=script_src)
 
 
 # ------------------------------------------------------------------------- matplotlib figures
@@ -202,13 +364,15 @@ def plot_violins(df, *, value: str = "accuracy", by: str = "d_token", panel: str
     return fig
 
 
-def write_all(model, case: int, n: int, out_dir, *, title: str = "", tokens=None) -> dict[str, Path]:
-    """Write attention.html, circles.png, circuits.png and spectra.png into ``out_dir``."""
+def write_all(model, case: int, n: int, out_dir, *, title: str = "", tokens=None,
+              inputs: int = 3) -> dict[str, Path]:
+    """Write attention.html (self-contained, ``inputs`` inputs), circles.png, circuits.png and
+    spectra.png into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     title = title or f"case {case}, n = {n}"
     paths = {"attention": save_attention_html(out / "attention.html", model, case, n, tokens,
-                                              title=title)}
+                                              title=title, inputs=inputs)}
     figs = {
         "circles": plot_circles(model, case, n, title=title),
         "circuits": plot_circuits(circuits.qk_matrix(model, case, n),

@@ -35,12 +35,38 @@ class _Scripts(HTMLParser):
             self.inline.append(data)
 
 
+def chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert exe, "Debian's chromium is needed: apt-get install -y chromium (make test installs it)"
+    return exe
+
+
+def dump_dom(url: str, tmp_path) -> str:
+    """The DOM after the page's scripts ran, as headless Chromium serialises it."""
+    out = subprocess.run(
+        [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+         "--virtual-time-budget=5000", "--dump-dom", url],
+        check=True, capture_output=True, timeout=120, text=True,
+    )
+    return out.stdout
+
+
+def decode_case3(tokens, n):
+    """Plain-Python reading of case-3 inputs: per input (i*, f(i*), position of the slot k_j = i*)."""
+    rows = []
+    for row in tokens.tolist():
+        pairs, target = row[:n], row[n] - n * n
+        j = [t // n for t in pairs].index(target)
+        rows.append((target, pairs[j] % n, j))
+    return rows
+
+
 @pytest.fixture(scope="module")
 def case3_html(tmp_path_factory):
     path = tmp_path_factory.mktemp("viz") / "attention.html"
     model = constructions.build(3, 6)
-    tokens = hooks.sample_inputs(3, 6, 1, seed=0)
-    viz.save_attention_html(path, model, 3, 6, tokens)
+    tokens = hooks.sample_inputs(3, 6, 3, seed=0)
+    viz.save_attention_html(path, model, 3, 6, tokens, mechanism="construction")
     return path, tokens
 
 
@@ -64,18 +90,30 @@ def test_attention_html_loads_no_remote_script(case3_html):
 def test_attention_html_carries_the_pattern_and_labels(case3_html):
     path, tokens = case3_html
     text = path.read_text()
-    labels = viz.token_labels(3, 6, tokens)
+    labels = viz.token_labels(3, 6, tokens[:1])
     assert labels[-1].startswith("i*=") and all(f'"{lab}"' in text for lab in labels)
     assert '"maskUpperTri": false' in text
 
 
+def test_attention_html_states_each_input_and_the_mechanism(case3_html):
+    path, tokens = case3_html
+    text = path.read_text()
+    assert "<b>mechanism: construction</b>" in text and viz.MECHANISMS["construction"] in text
+    for k, (target, answer, pos) in enumerate(decode_case3(tokens, 6)):
+        assert f"<h4>input {k + 1}</h4>" in text
+        assert f"target i* = {target}, answer f(i*) = {answer}, model answers <span>{answer}</span>" in text
+        assert f"construction attends position {pos} " in text
+        assert f"last layer attends position {pos} " in text  # the construction's hard attention
+    # the construction's cell is also the model's argmax, once per input, in token and weight rows
+    assert text.count('<td class="construction argmax">') == 2 * len(tokens)
+    assert text.count('class="cv-props"') == 3
+
+
 def test_attention_html_renders_in_headless_chromium(case3_html, tmp_path):
     path, _ = case3_html
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert exe, "Debian's chromium is needed: apt-get install -y chromium (make test installs it)"
     shot = tmp_path / "shot.png"
     subprocess.run(
-        [exe, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=900,900",
+        [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=900,900",
          "--virtual-time-budget=5000", f"--screenshot={shot}", path.as_uri()],
         check=True, capture_output=True, timeout=120,
     )
@@ -86,6 +124,56 @@ def test_attention_html_renders_in_headless_chromium(case3_html, tmp_path):
     # circuitsvis paints attention weight 1 in saturated blue: only the rendered heatmap has it
     blue = (img[..., 2] > 0.8) & (img[..., 0] < 0.3) & (img[..., 1] < 0.3)
     assert blue.sum() > 2000, f"no rendered attention heatmap ({blue.sum()} blue pixels)"
+
+
+def inverted(case, n):
+    """The construction with W_Q and W_O negated: attention avoids the match, OV writes minus
+    the value (a hand-made inverted circuit)."""
+    import torch
+
+    model = constructions.build(case, n)
+    with torch.no_grad():
+        model.blocks[0].attn.W_Q.neg_(), model.blocks[0].attn.W_O.neg_()
+    return model
+
+
+def test_side_by_side_shares_one_script_and_renders_every_view(tmp_path):
+    views = [("construction", constructions.build(3, 6), 3, 6, "construction"),
+             ("negated", inverted(3, 6), 3, 6, "inverted")]
+    page = viz.save_side_by_side_html(tmp_path / "side.html", views, inputs=2,
+                                      script_src=viz.CIRCUITSVIS_JS)
+    bundle = tmp_path / viz.CIRCUITSVIS_JS
+    assert bundle.stat().st_size > 1_000_000 and "var CircuitsVis" in bundle.read_text()
+    text = page.read_text()
+    parser = _Scripts()
+    parser.feed(text)
+    srcs = [attrs["src"] for tag, attrs in parser.tags if tag == "script" and "src" in attrs]
+    assert srcs == ["circuitsvis.js"] and len(text) < 100_000  # referenced, not inlined
+    before = bundle.stat().st_mtime_ns
+    viz.save_attention_html(tmp_path / "one.html", views[0][1], 3, 6, script_src="circuitsvis.js")
+    assert bundle.stat().st_mtime_ns == before  # written once, kept while identical
+    dom = dump_dom(page.as_uri(), tmp_path)
+    for m in ("m0", "m1"):
+        for k in range(2):
+            view = re.search(rf'<div id="cv-{m}-{k}"[^>]*>(.*?)</div>\s*<script', dom, re.DOTALL)
+            assert view and "<canvas" in view.group(1), f"view cv-{m}-{k} not rendered"
+    assert "<b>mechanism: construction</b>" in dom and "<b>mechanism: inverted</b>" in dom
+    # the negated model attends away from the match: its argmax is never the construction's cell
+    right = dom[dom.index("<h3>negated</h3>"):]
+    assert '<td class="construction argmax">' not in right and right.count('class="argmax"') == 4
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"script_src": "https://unpkg.com/circuitsvis/dist/cdn/iife.js"}, "nothing remote"),
+    ({"script_src": "//cdn.example/cv.js"}, "nothing remote"),
+    ({"mechanism": "backwards"}, "mechanism='backwards'; accepted"),
+    ({"inputs": 0}, "inputs=0; accepted: an integer in 1..32"),
+])
+def test_attention_html_rejects_bad_arguments(kw, match):
+    with pytest.raises(ValueError, match=re.escape(match)):
+        viz.attention_html(constructions.build(3, 6), 3, 6, **kw)
+    with pytest.raises(ValueError, match="non-empty list"):
+        viz.side_by_side_html([])
 
 
 @pytest.mark.parametrize("case", [1, 5])

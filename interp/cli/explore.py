@@ -1,0 +1,38 @@
+"""``interp explore STORE --out DIR``: a sweep's seeds as one offline HTML page.
+
+``STORE`` is a sweep folder (with ``results/store.sqlite``) or a store file. Every finished run
+with a checkpoint (``--where FIELD=VALUE``, repeatable, to pick configs) is measured and labelled
+(:func:`interp.inspect.analysis.measure`, ``mechanism``); :func:`interp.inspect.explore.write_explorer`
+writes ``DIR/index.html`` (the sweep's table and violins, and per seed its mechanism verdict,
+attention on ``--inputs`` inputs, QK/OV heatmaps and probes), ``DIR/circuitsvis.js`` (written
+once, referenced by every view) and the figures. Open ``DIR/index.html#seed=<run name>`` in a
+browser; nothing is loaded from the network.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def add_arguments(p) -> None:
+    p.add_argument("store", help="sweep folder (with results/store.sqlite) or a store file")
+    p.add_argument("--out", required=True, help="output folder (created)")
+    p.add_argument("--where", action="append", metavar="FIELD=VALUE",
+                   help="only configs with this field value (repeatable), e.g. --where case=2")
+    p.add_argument("--inputs", type=int, default=3, help="sampled inputs per attention view (default 3)")
+    p.add_argument("--batch-size", type=int, default=256, help="sampled inputs per measure")
+    p.add_argument("--json", action="store_true", help="print the written page as JSON")
+
+
+def run(args) -> int:
+    from interp.inspect import explore
+    from interp.training import sweeps
+
+    index = explore.write_explorer(args.store, args.out, where=sweeps.parse_where(args.where),
+                                   inputs=args.inputs, batch_size=args.batch_size,
+                                   progress=not args.json)
+    if args.json:
+        print(json.dumps({"index": str(index)}))
+    else:
+        print(f"explorer written: {index} (open it in a browser; add #seed=<run name> to pick a seed)")
+    return 0

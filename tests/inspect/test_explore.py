@@ -1,0 +1,148 @@
+"""The sweep explorer: one offline page whose seed sections render in real headless Chromium.
+
+The store holds three seeds of one config whose mechanisms are known by how they were made (not
+by the code under test): seed 0 is the paper's construction, seed 1 the construction with W_Q and
+W_O negated (attention avoids the match and OV writes minus the value: inverted), seed 2 a random
+initialisation (no mechanism). Accuracies are measured, not invented.
+"""
+
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import pytest
+import torch
+
+from interp.core import constructions, models
+from interp.inspect import explore, hooks, viz
+from interp.training import checkpoints, store
+from interp.training.trainer import TrainConfig
+
+CASE, N, INPUTS = 3, 6, 2
+MECHANISM = {0: "construction", 1: "inverted", 2: "none"}
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def make_store(root, seeds=(0, 1, 2)):
+    """A sweep folder ``root`` whose store holds the seeds of the module docstring."""
+    with store.Store(root / "results" / "store.sqlite") as db:
+        for seed in seeds:
+            cfg = TrainConfig(case=CASE, n=N, d_token=2, pos_embed="none", seed=seed)
+            if seed < 2:
+                model = constructions.build(CASE, N)
+                if seed == 1:
+                    with torch.no_grad():
+                        model.blocks[0].attn.W_Q.neg_(), model.blocks[0].attn.W_O.neg_()
+            else:
+                model = models.build_model(CASE, N, 2, pos_embed="none", seed=seed)
+            acc = hooks.accuracy(model, CASE, N, batch_size=600)
+            path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
+            db.put(store.RunRecord(name=cfg.name(), sweep="tiny", config=cfg.to_dict(),
+                                   seed=seed, status="ok", accuracy=acc), path)
+    return root
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    root = make_store(tmp_path_factory.mktemp("tiny"))
+    index = explore.write_explorer(root, root / "explore", inputs=INPUTS, batch_size=64)
+    ids = {seed: explore.seed_id(TrainConfig(case=CASE, n=N, d_token=2, pos_embed="none",
+                                             seed=seed).name()) for seed in MECHANISM}
+    return root, index, ids
+
+
+class _Tags(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def test_page_is_offline_and_shares_one_circuitsvis_script(written):
+    _, index, ids = written
+    out = index.parent
+    text = index.read_text()
+    parser = _Tags()
+    parser.feed(text)
+    scripts = [a["src"] for t, a in parser.tags if t == "script" and "src" in a]
+    assert scripts == [viz.CIRCUITSVIS_JS]  # referenced once, by a relative path
+    assert "var CircuitsVis" not in text and len(text) < 200_000  # the bundle is not inlined
+    assert [p.name for p in out.rglob("*.js")] == [viz.CIRCUITSVIS_JS]
+    assert "var CircuitsVis" in (out / viz.CIRCUITSVIS_JS).read_text()
+    for tag, attrs in parser.tags:  # nothing from elsewhere; every image is a written file
+        for key in ("src", "href"):
+            assert not re.match(r"\s*([a-z]+:|//)", attrs.get(key) or ""), (tag, attrs)
+        if tag == "img":
+            assert (out / attrs["src"]).is_file(), attrs["src"]
+    assert text.count('class="cv-props"') == INPUTS * len(MECHANISM)
+    for seed, sid in ids.items():
+        assert f'<option value="{sid}">seed {seed} (' in text
+        assert (out / "seeds" / sid / "circuits.png").is_file()
+
+
+def test_table_names_each_seeds_mechanism(written, assert_drawn):
+    _, index, ids = written
+    text = index.read_text()
+    for seed, sid in ids.items():
+        row = re.search(rf'<tr data-seed="{sid}">(.*?)</tr>', text).group(1)
+        cells = re.findall(r"<td>(.*?)</td>", row)
+        assert cells[3:5] == [("success" if seed == 0 else "failed"), MECHANISM[seed]], cells
+    for name in ("violins.png", "measures.png", f"seeds/{ids[1]}/circuits.png"):
+        assert_drawn(index.parent / name)
+
+
+def _sections(dom: str) -> dict[str, tuple[bool, str]]:
+    """seed id -> (hidden, inner HTML) of every seed section of a dumped DOM."""
+    found = {}
+    for m in re.finditer(r"<section ([^>]*)>(.*?)</section>", dom, re.DOTALL):
+        sid = re.search(r'data-seed="([\w-]+)"', m.group(1)).group(1)
+        found[sid] = (re.search(r"\bhidden\b", m.group(1)) is not None, m.group(2))
+    return found
+
+
+def test_selecting_a_seed_shows_its_rendered_views_in_chromium(written, tmp_path):
+    _, index, ids = written
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert exe, "Debian's chromium is needed: apt-get install -y chromium (make test installs it)"
+    chosen = ids[1]  # not the first seed: the page must follow the URL's #seed=
+    dom = subprocess.run(
+        [exe, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+         "--virtual-time-budget=5000", "--dump-dom", f"{index.as_uri()}#seed={chosen}"],
+        check=True, capture_output=True, timeout=120, text=True,
+    ).stdout
+    sections = _sections(dom)
+    assert set(sections) == set(ids.values())
+    hidden, inner = sections[chosen]
+    assert not hidden, "the chosen seed's section is still hidden"
+    assert "<b>mechanism: inverted</b>" in inner and viz.MECHANISMS["inverted"] in inner
+    for k in range(INPUTS):  # circuitsvis ran: each view div holds its rendered canvases
+        view = re.search(rf'<div id="cv-{chosen}-{k}"[^>]*>(.*?)</div>\s*<script', inner, re.DOTALL)
+        assert view and "<canvas" in view.group(1), f"view {k} of the chosen seed not rendered"
+    for sid, (hidden, inner) in sections.items():
+        if sid != chosen:  # other seeds stay hidden and unrendered
+            assert hidden and "<canvas" not in inner and "data-rendered" not in inner, sid
+    assert re.search(rf'<tr data-seed="{chosen}" class="selected">', dom)
+
+
+def test_bad_stores_and_arguments_fail_before_any_work(tmp_path, written):
+    root, _, _ = written
+    out = tmp_path / "never"
+    with pytest.raises(ValueError, match="no results store"):
+        explore.write_explorer(tmp_path / "nowhere", out)
+    with store.Store(tmp_path / "empty" / "store.sqlite"):
+        pass
+    with pytest.raises(ValueError, match="holds no runs"):
+        explore.write_explorer(tmp_path / "empty" / "store.sqlite", out)
+    with pytest.raises(ValueError, match="no finished runs with a checkpoint"):
+        explore.write_explorer(root, out, where={"d_token": "99"})
+    with pytest.raises(ValueError, match="where names 'width'"):
+        explore.write_explorer(root, out, where={"width": "3"})
+    with pytest.raises(ValueError, match="inputs=0"):
+        explore.write_explorer(root, out, inputs=0)
+    assert not out.exists()
