@@ -8,5 +8,6 @@
   patching and attribution patching, returning tensors.
 * :mod:`~interp.inspect.analysis` - per-seed measures of a sweep, mechanism labels, reports.
 * :mod:`~interp.inspect.viz` - circuitsvis HTML (offline) and matplotlib figures.
+* :mod:`~interp.inspect.geometry` - the circle test of QK/OV read through the scores, calibrated on a null.
 * :mod:`~interp.inspect.explore` - the sweep explorer: one offline HTML page of a sweep's seeds.
 """
