@@ -21,11 +21,18 @@ qkpos_diag          cases 1 and 4: positional-embedding QK rows peaking on the d
 r2_<src>, m_<src>,  best held-out cos/sin probe R^2 of each embedding table, its frequency and
 N_<src>             number of angles (1, 1, n or n + 1); ``resid``: the last layer's
                     hook_resid_post at the final position, labelled f(i*) (1, 1, N)
-keys_top2,          circle test of the last layer's mean key vectors: top-2 variance (1),
+keys_top2,          (secondary) PCA circle of the last layer's mean key vectors: top-2 variance (1),
 keys_rcv, keys_gap, radius std/mean (0), smallest gap / even gap (~1), cyclic order kept
 keys_in_order
 emb_rank            participation ratio of the token (or value) table's singular values squared:
                     a collapsed embedding has rank ~1
+at                  where QK, the circle test and patching are measured: ``value`` (the slot's
+                    value position, the construction's) or ``key`` (two-layer cases 4-5 whose
+                    last layer weighs the key position 2j more: the mirror mechanism)
+qk_circle, qk_fit,  :mod:`interp.inspect.geometry`'s order-free circle test of the QK (and OV)
+qk_top2, qk_rcv,    score matrix: the verdict (True), fit to c cos(theta_a - theta_b) (1), top-2
+qk_spacing, ...,    energy (1), radius cv (0), angular evenness, inverted (False); thresholds
+ov_circle, ov_fit   from a null of random and shuffled models (None at n < 4)
 follow, keep        activation patching at the last layer's resid_pre: patched attended position
                     -> corrupted answer (1); other slots patched -> clean answer kept (1)
 =================== ============================================================================
@@ -48,7 +55,7 @@ from pathlib import Path
 import torch
 
 from interp.core import tasks
-from interp.inspect import circuits, hooks, patching, probes
+from interp.inspect import circuits, geometry, hooks, patching, probes
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +102,16 @@ def measure(model, case: int, n: int, *, batch_size: int = 512, seed: int = 0) -
         out["mass_keypos"] = float(att.final[-1][torch.arange(len(key_pos)), key_pos].mean())
     if case == 5 and model.cfg.n_layers == 2:
         out.update(mass_L0=att.mass(0), hit_L0=att.hit_rate(0))
-    kq = circuits.vectors_from_cache(model, cache, view)
+    # measured where the model attends: a two-layer consecutive model that puts more of its
+    # last layer's weight on the key position 2j than on the value position is read there
+    at = "key" if model.cfg.n_layers == 2 and out.get("mass_keypos", 0.0) > out["mass"] else "value"
+    out["at"] = at
+    kq = circuits.vectors_from_cache(model, cache, view, at=at)
     qk = circuits.qk_from_vectors(kq)
     ov = circuits.ov_matrix(model, case, n)
     out.update(qk_diag=qk.diag_frac, qk_margin=qk.rel_margin, qk_anti=qk.anti_frac,
                ov_diag=ov.diag_frac, ov_margin=ov.rel_margin, ov_anti=ov.anti_frac)
+    out.update(geometry.summary(model, case, n, qk=qk, seed=seed))
     if case in (1, 4):
         out["qkpos_diag"] = circuits.positional_qk_from_vectors(model, case, n, kq).diag_frac
     for p in probes.probe_model(model, case, n, seed=seed):
@@ -111,7 +123,7 @@ def measure(model, case: int, n: int, *, batch_size: int = 512, seed: int = 0) -
                keys_in_order=fit.in_order)
     tables = probes.embedding_tables(model, case, n)
     out["emb_rank"] = _rank((tables.get("token") or tables["token_value"])[0])
-    pt = patching.patch_attended(model, case, n, tokens[: min(512, len(tokens))], seed=seed)
+    pt = patching.patch_attended(model, case, n, tokens[: min(512, len(tokens))], seed=seed, at=at)
     out.update(follow=pt.follow, keep=pt.control_keep)
     return out
 
@@ -224,18 +236,21 @@ def mechanism(row) -> str:
     * ``inverted``: QK rows have their *minimum* on the diagonal and OV writes minus the value
       (qk_anti, ov_anti >= 0.95): attention avoids the matching slot;
     * ``mirror`` (two-layer case 5): the last layer puts >= 0.9 of its mass on the key position
-      2j with k_j = i* instead of the value position 2j + 1, and the answer is right on
-      arbitrary functions (acc_any >= 0.9): layer 0 moved each value back onto its key's
-      position, the paper's construction run backwards;
+      2j with k_j = i* instead of the value position 2j + 1 (so the seed is measured there,
+      ``at = "key"``), the answer is right on arbitrary functions (acc_any >= 0.9), and
+      patching that key position from a corrupted run moves the answer (follow >= 0.9, the
+      mechanism's own check): layer 0 moved each value back onto its key's position, the
+      paper's construction run backwards;
     * ``none``: none of these (failed seeds, or a mechanism these measures do not name).
     """
+    keypos = row.get("mass_keypos")
+    if (row.get("at") == "key" and keypos is not None and keypos >= 0.9
+            and row.get("acc_any", 0.0) >= 0.9 and row["follow"] >= 0.9):
+        return "mirror"
     if row["qk_diag"] >= 0.95 and row["ov_diag"] >= 0.95 and row["follow"] >= 0.9:
         return "construction"
     if row["qk_anti"] >= 0.95 and row["ov_anti"] >= 0.95:
         return "inverted"
-    keypos = row.get("mass_keypos")
-    if keypos is not None and keypos == keypos and keypos >= 0.9 and row.get("acc_any", 0.0) >= 0.9:
-        return "mirror"
     return "none"
 
 
@@ -258,26 +273,37 @@ def _functional(d) -> str:
 
 
 def _geometry(d, r2_cols) -> str:
+    """The secondary geometry columns: ordered cos/sin probes and the key-vector PCA circle."""
     geo = [f"{c[3:]} R^2 {_range(d, c)} (m = {_mode(d, 'm_' + c[3:])}, N = {_mode(d, 'N_' + c[3:])})"
            for c in r2_cols]
-    return ("Geometry: best cos/sin probes " + "; ".join(geo) +
-            f"; key vectors (after W_K) top-2 variance {_range(d, 'keys_top2')}, radius cv "
-            f"{_range(d, 'keys_rcv')}, in cyclic order in {_mean(d, 'keys_in_order'):.0%} of "
-            f"seeds; embedding participation rank {_range(d, 'emb_rank')}.")
+    return ("Secondary (label-ordered, so a circle with its keys in another order scores low): "
+            "best cos/sin probes " + "; ".join(geo) +
+            f"; key vectors' top-2 PCA plane: variance {_range(d, 'keys_top2')}, radius cv "
+            f"{_range(d, 'keys_rcv')}; embedding participation rank {_range(d, 'emb_rank')}.")
 
 
-def _circle_verdict(d, key_src) -> str:
-    if not key_src or key_src not in d:
-        return ""
-    r2, top2, rcv = _mean(d, key_src), _mean(d, "keys_top2"), _mean(d, "keys_rcv")
-    if r2 >= 0.9:
-        return f" The key table is a cos/sin circle as in the construction (R^2 {r2:.2f})."
-    if top2 >= 0.9 and rcv <= 0.15:
-        return (f" The key vectors lie on a circle (top-2 variance {top2:.2f}, radius cv "
-                f"{rcv:.2f}) but not in the order or frequency of a cos/sin probe (R^2 {r2:.2f}).")
-    return (f" The key is **not** stored on a 2-D circle (probe R^2 {r2:.2f}, key vectors top-2 "
-            f"variance {top2:.2f}, radius cv {rcv:.2f}): the match uses more dimensions than "
-            "the construction's two.")
+def _count(d, col) -> int:
+    return int(d[col].fillna(False).astype(bool).sum())
+
+
+def _circle_verdict(d) -> str:
+    """The circuit circle test (:mod:`interp.inspect.geometry`) of a set of seeds, in words."""
+    if "qk_circle" not in d or not d["qk_circle"].notna().any():
+        return " Circle test: not applicable at n < 4 (any three points lie on a circle)."
+    k, qk, ov = len(d), _count(d, "qk_circle"), _count(d, "ov_circle")
+    s = (f" **Circle, read through the circuit** (order-free; thresholds from random and shuffled "
+         f"models, `experiments/analysis/geometry-null.md`): QK is a circle with the match on "
+         f"the diagonal in {qk} of {k} seed(s) (fit to c cos(theta_a - theta_b) "
+         f"{_range(d, 'qk_fit')}, top-2 energy {_range(d, 'qk_top2')}, radius cv "
+         f"{_range(d, 'qk_rcv')}); OV in {ov} of {k} (fit {_range(d, 'ov_fit')}, top-2 energy "
+         f"{_range(d, 'ov_top2')}).")
+    if qk == 0 and _mean(d, "qk_top2") < 0.9:
+        s += (" The scores use more than the construction's two dimensions: the key is matched, "
+              "but not on a circle.")
+    inv = _count(d, "qk_inverted")
+    if inv:
+        s += f" {inv} seed(s) have an inverted QK (scores lowest at the matching key)."
+    return s
 
 
 def answer(sub, case: int) -> str:
@@ -288,7 +314,6 @@ def answer(sub, case: int) -> str:
     text = [f"{len(ok)} successful seed(s) ({seeds(ok)}), {len(bad)} failed ({seeds(bad)}), "
             f"{len(part)} partial ({seeds(part)})."]
     r2_cols = [c for c in sub.columns if c.startswith("r2_") and sub[c].notna().any()]
-    key_src = {1: "r2_pos", 4: "r2_pos_value", 2: "r2_token_key", 3: "r2_token_key"}.get(case)
     for kind in ("construction", "inverted", "mirror", "none"):
         d = ok[ok.mechanism == kind]
         if not len(d):
@@ -325,12 +350,14 @@ def answer(sub, case: int) -> str:
                  "position 2j with k_j = i* (not its value position 2j + 1), so the first layer "
                  "must have moved each value back onto its key's position, where the paper's "
                  "construction moves each key forward onto its value's; the answers stay right "
-                 "when f is an arbitrary function, so it is a lookup. (Attention mass, patching "
-                 "and the layer-0 measures below score the paper's direction.) ")
+                 "when f is an arbitrary function, so it is a lookup. QK, its circle and "
+                 "patching are measured at that key position (patching it from a corrupted run "
+                 "moves the answer); `mass` and the layer-0 measures score the paper's "
+                 "direction. ")
         else:
             s = (f"{head}: neither the construction's mechanism nor the inverted one** by these "
                  "measures. ")
-        text.append(s + _functional(d) + " " + _geometry(d, r2_cols) + _circle_verdict(d, key_src))
+        text.append(s + _functional(d) + _circle_verdict(d) + " " + _geometry(d, r2_cols))
     if len(bad):
         kinds = []
         if _mean(bad, "entropy") >= 0.8:

@@ -114,9 +114,10 @@ def _layer(model, layer: int) -> int:
 
 def key_query_vectors(
     model, case: int, n: int, tokens=None, *, layer: int = -1, head: int = 0,
-    batch_size: int = 1024, seed: int = 0,
+    batch_size: int = 1024, seed: int = 0, at: str = "value",
 ) -> KeyQueryVectors:
-    """``hook_q`` at the final position per target and ``hook_k`` at the slots per key."""
+    """``hook_q`` at the final position per target and ``hook_k`` at the slots per key
+    (``at``: the slots' value or key positions, :func:`vectors_from_cache`)."""
     hooks.check_model(model, case, n)
     layer = _layer(model, layer)
     tokens = hooks.sample_inputs(case, n, batch_size, seed=seed) if tokens is None else tokens
@@ -124,16 +125,21 @@ def key_query_vectors(
     names = (f"blocks.{layer}.attn.hook_q", f"blocks.{layer}.attn.hook_k")
     with torch.no_grad():
         _, cache = model.run_with_cache(view.tokens, names_filter=lambda name: name in names)
-    return vectors_from_cache(model, cache, view, layer=layer, head=head)
+    return vectors_from_cache(model, cache, view, layer=layer, head=head, at=at)
 
 
 def vectors_from_cache(model, cache, view: hooks.TaskView, *, layer: int = -1,
-                       head: int = 0) -> KeyQueryVectors:
-    """:func:`key_query_vectors` from a cache that holds the layer's hook_q and hook_k."""
+                       head: int = 0, at: str = "value") -> KeyQueryVectors:
+    """:func:`key_query_vectors` from a cache that holds the layer's hook_q and hook_k.
+
+    ``at``: read the keys at the slot's value position (``"value"``, where the construction
+    attends) or, in the consecutive cases 4-5, at its key position 2j (``"key"``, where a
+    two-layer "mirror" model attends)."""
     layer = _layer(model, layer)
     n = view.n
+    pos = hooks.slot_positions_at(view.case, n, at)
     q = cache[f"blocks.{layer}.attn.hook_q"][:, -1, head]  # [batch, d_head]
-    k = cache[f"blocks.{layer}.attn.hook_k"][:, view.slot_pos, head]  # [batch, n, d_head]
+    k = cache[f"blocks.{layer}.attn.hook_k"][:, pos, head]  # [batch, n, d_head]
     queries = _group_mean(q, view.target, n)
     keys = _group_mean(k.reshape(-1, k.shape[-1]), view.keys.reshape(-1), n)
     if torch.isnan(queries).any():

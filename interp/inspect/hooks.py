@@ -109,6 +109,16 @@ def slot_positions(case: int, n: int) -> Int[Tensor, "n"]:
     return 2 * torch.arange(n) + 1 if case in tasks.CONSECUTIVE else torch.arange(n)
 
 
+def slot_positions_at(case: int, n: int, at: str = "value") -> Int[Tensor, "n"]:
+    """Slot j's value position (``at="value"``: :func:`slot_positions`) or, in the
+    consecutive cases 4-5, its key position 2j (``at="key"``)."""
+    if at not in ("value", "key"):
+        raise ValueError(f"at={at!r}; accepted: 'value' or 'key'")
+    if at == "key" and case not in tasks.CONSECUTIVE:
+        raise ValueError(f"at='key' needs keys at their own positions (cases 4, 5); got case {case}")
+    return slot_positions(case, n) - (1 if at == "key" else 0)
+
+
 def read(case: int, n: int, tokens) -> TaskView:
     """Split a batch of (valid) tokens into keys, values and target, as :func:`tasks.decode`."""
     tokens = tasks.check_tokens(case, n, tokens)

@@ -76,10 +76,15 @@ def _patch(model, tokens, source: Tensor, name: str, positions: Tensor) -> Tenso
 
 def patch_attended(
     model, case: int, n: int, tokens=None, *, hook: str = "resid_pre", batch_size: int = 512,
-    seed: int = 0,
+    seed: int = 0, at: str = "value",
 ) -> PatchingResult:
-    """Patch the attended position (and, as a control, the other slots) from corrupted runs."""
+    """Patch the attended position (and, as a control, the other slots) from corrupted runs.
+
+    ``at="key"`` (cases 4-5) patches the matching slot's key position 2j instead of its value
+    position 2j + 1, and the other slots' key positions as the control: the check for a
+    two-layer model that reads the answer at the key position (the "mirror" mechanism)."""
     hooks.check_model(model, case, n)
+    slot_pos = hooks.slot_positions_at(case, n, at)
     if hook not in HOOKS:
         raise ValueError(f"hook={hook!r}; accepted: one of {tuple(HOOKS)}")
     name = HOOKS[hook].format(L=model.cfg.n_layers - 1)
@@ -92,9 +97,9 @@ def patch_attended(
     batch, pos = clean.tokens.shape
     rows = torch.arange(batch)
     attended = torch.zeros(batch, pos, dtype=torch.bool)
-    attended[rows, clean.attended] = True
+    attended[rows, slot_pos[clean.slot_of_target]] = True
     others = torch.zeros(batch, pos, dtype=torch.bool)
-    others[:, clean.slot_pos] = True
+    others[:, slot_pos] = True
     others &= ~attended
     clean_pred = hooks.predictions(model, clean.tokens)
     bad_pred = hooks.predictions(model, bad.tokens)

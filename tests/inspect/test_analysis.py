@@ -145,9 +145,14 @@ def test_mechanism_names_inverted_circuits():
 
 def test_mechanism_names_the_mirror_of_the_case5_construction():
     # numbers of a successful two-layer case-5 seed (experiments/analysis/table2-n10.csv, d_token 100 seed 1)
-    row = dict(qk_diag=0.2, ov_diag=0.1, follow=0.0, qk_anti=0.0, ov_anti=0.0, mass=0.0,
-               mass_keypos=0.99, acc_any=1.0)
+    # (follow there was measured at the value position; measured at the key position it is
+    # the mirror's own check)
+    row = dict(qk_diag=0.2, ov_diag=0.1, follow=1.0, qk_anti=0.0, ov_anti=0.0, mass=0.0,
+               mass_keypos=0.99, acc_any=1.0, at="key")
     assert analysis.mechanism(row) == "mirror"
+    assert analysis.mechanism({**row, "follow": 0.0}) == "none"  # patching the key position must move it
+    assert analysis.mechanism({**row, "at": "value"}) == "none"
+    assert analysis.mechanism({**row, "qk_diag": 1.0, "ov_diag": 1.0}) == "mirror"  # read where it attends
     assert analysis.mechanism({**row, "acc_any": 0.1}) == "none"  # a permutation trick is not a lookup
     assert analysis.mechanism({**row, "mass_keypos": 0.5}) == "none"
     assert analysis.mechanism({**row, "mass_keypos": float("nan")}) == "none"  # cases 1-3 have no key position

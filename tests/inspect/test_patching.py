@@ -66,3 +66,19 @@ def test_patching_leaves_no_hooks():
 def test_bad_hook_is_refused():
     with pytest.raises(ValueError, match="hook='z'"):
         patching.patch_attended(constructions.build(1, 5), 1, 5, hook="z")
+
+
+def test_patching_at_the_key_position_checks_where_the_model_reads():
+    """Case 5's construction reads the value position 2j + 1 (layer 0 copied the key there):
+    patching it moves the answer; patching the key position 2j (``at="key"``, the mirror
+    mechanism's check) moves nothing, and the other slots' key positions keep it."""
+    model = constructions.build(5, 6)
+    value = patching.patch_attended(model, 5, 6, batch_size=128, seed=0)
+    key = patching.patch_attended(model, 5, 6, batch_size=128, seed=0, at="key")
+    assert value.follow == 1.0 and value.control_keep == 1.0
+    assert key.follow == 0.0 and key.control_keep == 1.0
+    assert hooks.slot_positions_at(5, 6, "key").tolist() == [0, 2, 4, 6, 8, 10]
+    with pytest.raises(ValueError, match="at='key' needs keys at their own positions"):
+        hooks.slot_positions_at(3, 6, "key")
+    with pytest.raises(ValueError, match="accepted: 'value' or 'key'"):
+        patching.patch_attended(model, 5, 6, at="query")
