@@ -59,16 +59,19 @@ def model_from_args(args):
 
 def collect(model, case: int, n: int, *, hook: str | None, batch_size: int, seed: int) -> dict:
     """Everything ``interp probe`` prints, as plain JSON-able data."""
-    from interp.inspect import analysis, hooks, probes
+    from interp.inspect import analysis, hooks, labels, probes
 
     tokens = hooks.sample_inputs(case, n, max(batch_size, n), seed=seed)
     hook = hook or f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
     probe_rows = [p.summary() for p in probes.probe_model(model, case, n, seed=seed)]
     probe_rows.append(probes.probe_resid(model, case, n, hook, tokens, seed=seed).summary())
+    measures = analysis.measure(model, case, n, batch_size=batch_size, seed=seed)
     return dict(
+        mechanism=labels.mechanism(measures),
+        verdict=labels.verdict(measures),
         attention=hooks.attention_report(model, case, n, tokens).summary().to_dict("records"),
         probes=probe_rows,
-        measures=analysis.measure(model, case, n, batch_size=batch_size, seed=seed),
+        measures=measures,
     )
 
 
@@ -81,13 +84,19 @@ def _fmt(v) -> str:
 def format_tables(label: str, data: dict) -> str:
     import pandas as pd
 
-    out = [label, "", "attention (construction's position):",
+    from interp.inspect import labels
+
+    out = [label, "", f"mechanism: {data['mechanism']}", f"verdict: {data['verdict']}", "",
+           "attention (construction's position):",
            pd.DataFrame(data["attention"]).to_string(index=False, float_format=_fmt), "",
            "cos/sin probes (held-out R^2, best N and m):",
            pd.DataFrame(data["probes"]).to_string(index=False, float_format=_fmt), "", "measures:"]
     width = max(len(k) for k in data["measures"])
-    out += [f"  {k:<{width}}  {_fmt(v)}" for k, v in data["measures"].items()]
-    return "\n".join(out)
+    vw = max(len(_fmt(v)) for v in data["measures"].values())
+    out += [f"  {k:<{width}}  {_fmt(v):<{vw}}  {labels.describe(k)}"
+            for k, v in data["measures"].items()]
+    return "\n".join(out + ["", "(ideal values of the paper's construction in parentheses; "
+                             "--json prints the raw numbers)"])
 
 
 def run(args) -> int:

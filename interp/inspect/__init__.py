@@ -7,7 +7,9 @@
 * :mod:`~interp.inspect.interventions` - ablation, direct logit attribution, logit lens, path
   patching and attribution patching, returning tensors.
 * :mod:`~interp.inspect.analysis` - per-seed measures of a sweep, mechanism labels, reports.
+* :mod:`~interp.inspect.labels` - mechanism labels, one-line verdicts, the legend of measures.
 * :mod:`~interp.inspect.viz` - circuitsvis HTML (offline) and matplotlib figures.
 * :mod:`~interp.inspect.geometry` - the circle test of QK/OV read through the scores, calibrated on a null.
+* :mod:`~interp.inspect.notebook` - circuitsvis views in Jupyter, the script once per session.
 * :mod:`~interp.inspect.explore` - the sweep explorer: one offline HTML page of a sweep's seeds.
 """

@@ -56,6 +56,7 @@ import torch
 
 from interp.core import tasks
 from interp.inspect import circuits, geometry, hooks, patching, probes
+from interp.inspect.labels import mechanism  # noqa: F401  (a column of the reports)
 
 log = logging.getLogger(__name__)
 
@@ -226,32 +227,6 @@ def _range(sub, col) -> str:
         return "n/a"
     x = sub[col].astype(float)
     return f"{x.mean():.2f} ({x.min():.2f}-{x.max():.2f})" if len(x) > 1 else f"{x.iloc[0]:.2f}"
-
-
-def mechanism(row) -> str:
-    """Which mechanism one seed's numbers show (a per-seed column of the report):
-
-    * ``construction``: QK rows peak on the diagonal, OV copies, patching the attended slot moves
-      the answer (qk_diag, ov_diag >= 0.95, follow >= 0.9);
-    * ``inverted``: QK rows have their *minimum* on the diagonal and OV writes minus the value
-      (qk_anti, ov_anti >= 0.95): attention avoids the matching slot;
-    * ``mirror`` (two-layer case 5): the last layer puts >= 0.9 of its mass on the key position
-      2j with k_j = i* instead of the value position 2j + 1 (so the seed is measured there,
-      ``at = "key"``), the answer is right on arbitrary functions (acc_any >= 0.9), and
-      patching that key position from a corrupted run moves the answer (follow >= 0.9, the
-      mechanism's own check): layer 0 moved each value back onto its key's position, the
-      paper's construction run backwards;
-    * ``none``: none of these (failed seeds, or a mechanism these measures do not name).
-    """
-    keypos = row.get("mass_keypos")
-    if (row.get("at") == "key" and keypos is not None and keypos >= 0.9
-            and row.get("acc_any", 0.0) >= 0.9 and row["follow"] >= 0.9):
-        return "mirror"
-    if row["qk_diag"] >= 0.95 and row["ov_diag"] >= 0.95 and row["follow"] >= 0.9:
-        return "construction"
-    if row["qk_anti"] >= 0.95 and row["ov_anti"] >= 0.95:
-        return "inverted"
-    return "none"
 
 
 def _functional(d) -> str:

@@ -30,7 +30,7 @@ import math
 import re
 from pathlib import Path
 
-from interp.inspect import analysis, circuits, viz
+from interp.inspect import analysis, circuits, labels, viz
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def _fmt(v) -> str:
 
 
 def _legend() -> str:
-    items = "".join(f"<li><b>{k}</b>: {html.escape(v, quote=False)}</li>\n" for k, v in viz.MECHANISMS.items())
+    items = "".join(f"<li><b>{k}</b>: {html.escape(v, quote=False)}</li>\n" for k, v in labels.MECHANISMS.items())
     return (f"<h2>Mechanisms</h2>\n<p>Labels of <code>interp.inspect.analysis.mechanism</code>, "
             f"read off each seed's measures:</p>\n<ul class=\"legend\">\n{items}</ul>\n")
 

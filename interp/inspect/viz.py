@@ -24,23 +24,12 @@ import numpy as np
 import torch
 
 from interp.core import tasks
-from interp.inspect import circuits, hooks, probes
+from interp.inspect import circuits, hooks, labels, probes
 
 # ------------------------------------------------------------------------- attention (HTML)
 
 #: file name of circuitsvis's bundled script when written beside a page
 CIRCUITSVIS_JS = "circuitsvis.js"
-#: one line per label of :func:`interp.inspect.analysis.mechanism`
-MECHANISMS = {
-    "construction": "the paper's mechanism: QK matches the target i* to the stored key, the last "
-                    "layer attends the matching slot and OV copies its value f(i*).",
-    "inverted": "attention avoids the matching slot (QK rows have their minimum on the diagonal) "
-                "and OV writes minus the value: over a permutation the slots' values sum to the "
-                "same vector, so the deficit at the matching slot becomes the answer.",
-    "mirror": "the last layer attends the key position 2j with k_j = i*, not the value position "
-              "2j + 1: layer 0 moved each value back onto its key, the construction run backwards.",
-    "none": "none of the named mechanisms by these measures (a failed seed, or one not named).",
-}
 MAX_INPUTS = 32
 _RENDER_JS = """function renderViews(root) {
   (root || document).querySelectorAll("script.cv-props").forEach(function (s) {
@@ -97,10 +86,10 @@ def mechanism_html(mechanism: str | None) -> str:
     """One line naming a mechanism label and what it means ('' for None)."""
     if mechanism is None:
         return ""
-    if mechanism not in MECHANISMS:
-        raise ValueError(f"mechanism={mechanism!r}; accepted: None or one of {list(MECHANISMS)}")
+    if mechanism not in labels.MECHANISMS:
+        raise ValueError(f"mechanism={mechanism!r}; accepted: None or one of {list(labels.MECHANISMS)}")
     return (f'<p class="mechanism" data-mechanism="{mechanism}"><b>mechanism: {mechanism}</b>'
-            f" &mdash; {html.escape(MECHANISMS[mechanism], quote=False)}</p>\n")
+            f" &mdash; {html.escape(labels.MECHANISMS[mechanism], quote=False)}</p>\n")
 
 
 def token_labels(case: int, n: int, tokens) -> list[str]:
@@ -205,7 +194,7 @@ def attention_html(model, case: int, n: int, tokens=None, *, title: str | None =
 def side_by_side_html(views, *, title: str = "Attention side by side", inputs: int = 3,
                       script_src: str | None = None, seed: int = 0) -> str:
     """One page with several models next to each other. ``views``: ``(title, model, case, n,
-    mechanism)`` tuples (``mechanism`` None or an :data:`MECHANISMS` label); models of the same
+    mechanism)`` tuples (``mechanism`` None or an :data:`labels.MECHANISMS` label); models of the same
     (case, n) are shown on the same sampled inputs."""
     views = list(views)
     if not views or any(len(v) != 5 for v in views):

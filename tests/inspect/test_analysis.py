@@ -101,8 +101,11 @@ def test_cli_probe_construction_and_checkpoint(sweep_dir, capsys):
     assert data["measures"]["mass"] == 1.0 and data["measures"]["qkpos_diag"] == 1.0
     assert {p["source"] for p in data["probes"]} >= {"token", "pos_value"}
     ckpt = next((sweep_dir / "results" / "checkpoints").iterdir())
+    assert data["mechanism"] == "construction" and data["verdict"].startswith("construction: accuracy 1.000")
     assert cli.main(["probe", str(ckpt), "--batch-size", "64"]) == 0
-    assert "cos/sin probes" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "cos/sin probes" in text and "\nmechanism: " in text and "\nverdict: " in text
+    assert "  follow " in text and "patching the attended position" in text  # the legend
     assert cli.main(["probe", "--construction", "4"]) == 2  # --n missing: a clear error
     assert "--n" in capsys.readouterr().err
 
@@ -186,3 +189,22 @@ def test_bimodal_counts_seeds_stuck_part_way():
     assert analysis.classify(0.331, 10) == "partial"  # not failed: the old rule skipped it
     with pytest.raises(ValueError, match="well_below"):
         analysis.bimodal_groups(df, well_below=1.5)
+
+
+def test_every_measure_has_a_legend_line_and_the_verdict_names_the_mechanism():
+    """labels.describe covers every column measure() writes, in every case (a new measure
+    without a legend line fails here), and an inverted model's verdict says so."""
+    from interp.core import constructions
+    from interp.inspect import labels
+
+    for case in (1, 2, 4, 5):  # case 5's construction has two layers
+        model = constructions.build(case, 5)
+        row = analysis.measure(model, case, 5, batch_size=64)
+        assert all(labels.describe(k) for k in row)
+        assert labels.mechanism(row) == "construction", case
+    with pytest.raises(KeyError, match="no legend for measure 'nonsense'"):
+        labels.describe("nonsense")
+    inverted = {"acc": 1.0, "acc_any": 0.08, "qk_diag": 0.0, "ov_diag": 0.0, "follow": 0.0,
+                "qk_anti": 1.0, "ov_anti": 1.0, "qk_circle": False, "qk_fit": 0.4, "qk_top2": 0.6}
+    assert labels.verdict(inverted).startswith("inverted: accuracy 1.000 (any f: 0.080)")
+    assert "QK is not a circle (fit 0.40" in labels.verdict(inverted)

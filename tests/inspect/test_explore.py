@@ -14,6 +14,7 @@ from html.parser import HTMLParser
 import pytest
 import torch
 
+from interp.inspect import labels
 from interp.core import constructions, models
 from interp.inspect import explore, hooks, viz
 from interp.training import checkpoints, store
@@ -120,7 +121,7 @@ def test_selecting_a_seed_shows_its_rendered_views_in_chromium(written, tmp_path
     assert set(sections) == set(ids.values())
     hidden, inner = sections[chosen]
     assert not hidden, "the chosen seed's section is still hidden"
-    assert "<b>mechanism: inverted</b>" in inner and viz.MECHANISMS["inverted"] in inner
+    assert "<b>mechanism: inverted</b>" in inner and labels.MECHANISMS["inverted"] in inner
     for k in range(INPUTS):  # circuitsvis ran: each view div holds its rendered canvases
         view = re.search(rf'<div id="cv-{chosen}-{k}"[^>]*>(.*?)</div>\s*<script', inner, re.DOTALL)
         assert view and "<canvas" in view.group(1), f"view {k} of the chosen seed not rendered"

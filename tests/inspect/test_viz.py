@@ -8,6 +8,7 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
+from interp.inspect import labels
 from interp.core import constructions, models
 from interp.inspect import hooks, viz
 
@@ -98,7 +99,7 @@ def test_attention_html_carries_the_pattern_and_labels(case3_html):
 def test_attention_html_states_each_input_and_the_mechanism(case3_html):
     path, tokens = case3_html
     text = path.read_text()
-    assert "<b>mechanism: construction</b>" in text and viz.MECHANISMS["construction"] in text
+    assert "<b>mechanism: construction</b>" in text and labels.MECHANISMS["construction"] in text
     for k, (target, answer, pos) in enumerate(decode_case3(tokens, 6)):
         assert f"<h4>input {k + 1}</h4>" in text
         assert f"target i* = {target}, answer f(i*) = {answer}, model answers <span>{answer}</span>" in text
