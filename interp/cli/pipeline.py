@@ -11,7 +11,10 @@ With no flags it runs a quick but real pipeline (a few minutes on 2 cores), writ
    ``results/violins.png``;
 4. ``analyze``: for each sweep, whether the successful seeds recover the construction
    (:func:`interp.inspect.analysis.pipeline_step`) -> ``results/analysis.md`` (+ ``.csv``,
-   ``-violins.png``) and ``results/attention.html`` of the best checkpoint.
+   ``-violins.png``) and ``results/attention.html``: the best successful seed of each mechanism
+   (construction-like, inverted, mirror), side by side and labelled;
+5. ``explore``: the sweep explorer (:mod:`interp.inspect.explore`) -> ``results/explore/index.html``:
+   every seed's mechanism, attention on several inputs, circuits and probes, offline.
 
 ``--full`` verifies with the full plan (n up to 1000) and trains and reports the paper's
 Tables 1 and 2 (``experiments/table1``, ``experiments/table2``) into their own folders
@@ -149,12 +152,25 @@ def analyze_step(ctx: Context) -> dict:
     return analysis.pipeline_step(ctx)
 
 
+def explore_step(ctx: Context) -> dict:
+    """The sweep explorer of each sweep (:func:`interp.inspect.explore.write_explorer`)."""
+    from interp.inspect import explore
+
+    out = {}
+    for job in ctx.sweeps:
+        if Path(job.store).is_file():
+            ctx.say(f"explore: {job.folder.name}")
+            out[job.folder.name] = str(explore.write_explorer(job.store, Path(job.report) / "explore"))
+    return out
+
+
 #: The pipeline, in order. Insert steps with :func:`add_step`.
 STEPS: list[Step] = [
     Step("verify", "check the constructions against the reference evaluator", verify_step),
     Step("train", "train the sweeps (resumable)", train_step),
     Step("report", "render tables and violins", report_step),
     Step("analyze", "do successful seeds recover the construction? (probes, attention)", analyze_step),
+    Step("explore", "write the sweep explorer page (every seed's mechanism and views)", explore_step),
 ]
 
 

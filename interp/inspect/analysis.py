@@ -445,10 +445,33 @@ def write_report(res: SweepAnalysis, out_dir, stem: str, *, title: str = "") -> 
     return paths
 
 
+def showcase(res: SweepAnalysis, df) -> list[tuple]:
+    """The seeds the main job's ``attention.html`` shows side by side: the most accurate seed of
+    each mechanism among the measured successful seeds (construction first), else the most
+    accurate checkpoint of ``df``. Rows are ``(title, checkpoint, case, n, mechanism)``."""
+    rows = []
+    t = res.table
+    if len(t):
+        ok = t[t.outcome == "success"].sort_values("accuracy", ascending=False)
+        for kind in ("construction", "inverted", "mirror", "none"):
+            d = ok[ok.mechanism == kind]
+            if len(d):
+                r = d.iloc[0]
+                ckpt = df.loc[(df.group == r.group) & (df.seed == r.seed), "checkpoint"].iloc[0]
+                rows.append((f"{r.group}, seed {int(r.seed)} (accuracy {r.accuracy:.3f}): {kind}",
+                             ckpt, int(r.case), int(r.n), kind))
+    if not rows:
+        best = df.sort_values("accuracy", ascending=False).iloc[0]
+        rows.append((f"{best.group}, seed {int(best.seed)} (accuracy {best.accuracy:.3f}); not "
+                     "measured (no bimodal group)", best.checkpoint, int(best.case), int(best.n), None))
+    return rows
+
+
 def pipeline_step(ctx, *, batch_size: int = 512) -> dict:
     """The ``analyze`` step of ``interp run`` (:mod:`interp.cli.pipeline`): for each sweep of the
     context, the bimodal-seed report beside the sweep's report (``analysis.md``, ``.csv``,
-    ``-violins.png``) and the attention HTML of its best checkpoint (``attention.html``)."""
+    ``-violins.png``) and ``attention.html``: the best successful seed of each mechanism found
+    (e.g. a construction-like and an inverted seed), side by side and labelled."""
     from interp.inspect import viz
     from interp.training import checkpoints, store
 
@@ -458,17 +481,19 @@ def pipeline_step(ctx, *, batch_size: int = 512) -> dict:
             continue
         ctx.say(f"analyze: {job.folder.name}")
         df = store.read(job.store)
-        df = df[(df.status == "ok") & df.checkpoint.notna()]
+        df = df[(df.status == "ok") & df.checkpoint.notna()].copy()
         if df.empty:
             continue
+        df["group"] = [group_label(r) for _, r in df.iterrows()]
         res = analyze_sweep(job.store, batch_size=batch_size)
         paths = write_report(res, job.report, "analysis", title=(
             f"Bimodal seeds in {job.folder.name}: do successful seeds recover the construction?"))
-        best = df.sort_values("accuracy", ascending=False).iloc[0]
-        model = checkpoints.load(best.checkpoint)
-        paths["attention"] = viz.save_attention_html(
-            Path(job.report) / "attention.html", model, int(best.case), int(best.n),
-            title=f"{group_label(best)}, seed {int(best.seed)} (accuracy {best.accuracy:.3f})")
+        views = [(title, checkpoints.load(ckpt), case, n, kind)
+                 for title, ckpt, case, n, kind in showcase(res, df)]
+        paths["attention"] = viz.save_side_by_side_html(
+            Path(job.report) / "attention.html", views,
+            title=f"{job.folder.name}: successful seeds by mechanism")
         done[job.folder.name] = {k: str(v) for k, v in paths.items()}
         done[job.folder.name]["bimodal_groups"] = len(res.answers)
+        done[job.folder.name]["mechanisms"] = [v[-1] for v in views]
     return done

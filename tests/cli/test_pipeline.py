@@ -103,13 +103,14 @@ def test_interp_run_end_to_end_and_resume(tiny, tmp_path, capsys, monkeypatch):
     args = ["run", "--sweep", str(tiny), "--out", str(out), "--workers", "1"]
     assert cli.main(args) == 0
     printed = capsys.readouterr()
-    for i, step in enumerate(["verify", "train", "report", "analyze"], 1):
-        assert f"[{i}/4] {step}" in printed.err
+    for i, step in enumerate(["verify", "train", "report", "analyze", "explore"], 1):
+        assert f"[{i}/5] {step}" in printed.err
     assert "pipeline done" in printed.out
     verify_md = (out / "verify.md").read_text()
     assert "15 of 15 checks exact" in verify_md
     record = json.loads((out / "pipeline.json").read_text())
-    assert list(record) == ["verify", "train", "report", "analyze"]
+    assert list(record) == ["verify", "train", "report", "analyze", "explore"]
+    assert (tiny / "explore" / "index.html").is_file() and (tiny / "explore" / "circuitsvis.js").is_file()
     assert record["train"]["output"]["tiny"]["trained"] == 4
     assert "4 of 4 runs are in the store" in (tiny / "report.md").read_text()
     assert (tiny / "violins.png").read_bytes()[:4] == b"\x89PNG"
@@ -133,7 +134,8 @@ def test_steps_are_extensible(tiny, tmp_path, monkeypatch):
         return {"summarised": 1}
 
     pipeline.add_step(pipeline.Step("summarise", "count what is in", summarise), after="report")
-    assert [s.name for s in pipeline.STEPS] == ["verify", "train", "report", "summarise", "analyze"]
+    assert [s.name for s in pipeline.STEPS] == ["verify", "train", "report", "summarise", "analyze",
+                                                "explore"]
     with pytest.raises(ValueError, match="exists already"):
         pipeline.add_step(pipeline.Step("train", "again", summarise))
     ctx = pipeline.Context(out=tmp_path / "o", full=False, workers=1, progress=False,

@@ -134,8 +134,10 @@ def test_pipeline_step_writes_report_and_attention_html(sweep_dir, tmp_path):
     out = analysis.pipeline_step(ctx, batch_size=64)[sweep_dir.name]
     assert out["bimodal_groups"] == 1
     assert (tmp_path / "analysis.md").read_text().count("the construction's mechanism.**") == 1
+    assert out["mechanisms"] == ["construction"]
     html = (tmp_path / "attention.html").read_text()
-    assert "accuracy 1.000" in html and "CircuitsVis.render(" in html
+    assert "accuracy 1.000): construction" in html and "CircuitsVis.render(" in html
+    assert "<b>mechanism: construction</b>" in html
 
 
 def test_mechanism_names_inverted_circuits():
