@@ -265,7 +265,8 @@ def find_counterexample_attention_only(model) -> Counterexample:
     stay at chance even at n = 2.) The argument needs ONE head: with h heads the logit
     difference is a sum of h such ratios, whose sign is no longer that of one additive
     A + B + C (two-head one-layer attention-only models can be right on all four); a model
-    with more heads is refused.
+    with more heads is refused. The same argument over every pair of slots gives the
+    accuracy bound :data:`ATTENTION_ONLY_BOUND` (75%) at every n (:func:`check_bound`).
     """
     cfg = model.cfg
     if cfg.n_heads != 1:
@@ -298,3 +299,80 @@ def find_counterexample_attention_only(model) -> Counterexample:
     raise RuntimeError(  # pragma: no cover - impossible in exact arithmetic
         f"all four separable inputs answered correctly (n={n}): floating point broke the argument"
     )
+
+
+# the 75% bound at every n: the separable argument over XOR families
+
+#: The most a one-layer, one-head attention-only softmax model can get right in case 5, at every
+#: n >= 2, on inputs drawn uniformly (keys and f permutations, target uniform): see
+#: :func:`check_bound`.
+ATTENTION_ONLY_BOUND = 0.75
+
+
+def xor_family(n: int, tokens, other: int) -> list[list[int]]:
+    """The four inputs of one XOR family: ``tokens`` (case 5) with the keys, the values, or both
+    of the target's slot j and slot ``other`` (!= j) swapped. The answer is the value of
+    whichever of the two slots holds the target key: it follows (key swap) XOR (value swap)."""
+    keys, values, target = tasks.decode(5, n, tokens)
+    j = keys.index(target)
+    if not (0 <= other < n) or other == j:
+        raise ValueError(f"other={other!r}; accepted: a slot in 0..{n - 1} other than the target's slot {j}")
+    out = []
+    for swap_keys in (False, True):
+        for swap_values in (False, True):
+            k, v = list(keys), list(values)
+            if swap_keys:
+                k[j], k[other] = k[other], k[j]
+            if swap_values:
+                v[j], v[other] = v[other], v[j]
+            out.append([t for kv in zip(k, v) for t in kv] + [target])
+    return out
+
+
+@dataclass(frozen=True)
+class BoundCheck:
+    """A model's exact accuracy on every case-5 input (f a permutation) and its XOR families."""
+
+    n: int
+    inputs: int
+    accuracy: float
+    families: int
+    families_all_right: int  # 0 for every one-layer, one-head attention-only model
+
+
+def check_bound(model, n: int, *, limit: int = 20_000) -> BoundCheck:
+    """Every case-5 input of size n (f a permutation; n <= 4 by default), answered by the model's
+    own TransformerLens forward, grouped into the XOR families of :func:`xor_family`.
+
+    The bound. Fix an input x with target key i* in slot j and another slot q. Its family (keys
+    and/or values of slots j and q swapped) has four inputs that differ only at positions 2j,
+    2j + 1, 2q, 2q + 1; the answers are u or w (the two slots' values, u != w as f is a
+    permutation) as k0 XOR v0 (k0: the keys swapped, v0: the values swapped). With one head,
+    one layer and nothing after the attention, logit_u - logit_w at the final position is
+    sum_p exp(s_p) h_p / sum_p exp(s_p), where s_p, h_p depend on position p and its token
+    only (the query is the fixed target token), so its sign is that of A(k0) + B(v0) + C (the
+    key positions give A, the value positions B, the rest C). With argmax ties broken towards
+    the smaller index, being right on all four needs S(0, 0) >= 0, S(1, 1) >= 0, S(0, 1) < 0,
+    S(1, 0) < 0 (or all reversed), but S(0, 0) + S(1, 1) = S(0, 1) + S(1, 0): every family
+    holds a wrong input. Each input lies in exactly n - 1 families (one per q != j), and all
+    inputs are equally likely, so if W inputs are wrong, counting (input, family) pairs gives
+    W (n - 1) >= #families = N (n - 1) / 4: at least a quarter of all inputs are wrong, at
+    every n >= 2, width, precision and temperature. With several heads the logit difference is
+    a sum of such ratios and the argument fails (two heads can get a family right).
+    """
+    total = tasks.count_inputs(5, n, "permutation")
+    if total > limit:
+        raise ValueError(f"n={n}: {total} inputs; accepted: at most limit={limit}")
+    tokens, answers = tasks.enumerate_inputs(5, n, "permutation")
+    with torch.no_grad():
+        right = torch.cat([model(t)[:, -1].argmax(-1) == a
+                           for t, a in zip(tokens.split(4096), answers.split(4096))]).tolist()
+    index = {tuple(t): i for i, t in enumerate(tokens.tolist())}
+    families = set()
+    for i, toks in enumerate(tokens.tolist()):
+        keys, _, target = tasks.decode(5, n, toks)
+        for q in range(n):
+            if q != keys.index(target):
+                families.add(frozenset(index[tuple(f)] for f in xor_family(n, toks, q)))
+    all_right = sum(all(right[i] for i in fam) for fam in families)
+    return BoundCheck(n, len(right), sum(right) / len(right), len(families), all_right)

@@ -188,3 +188,90 @@ def test_the_attention_only_argument_refuses_several_heads():
                                   attention_dir="bidirectional", act_fn="relu")
     with pytest.raises(ValueError, match="n_heads=2: the separability argument covers one head only"):
         find_counterexample_attention_only(HookedTransformer(cfg))
+
+
+@pytest.fixture
+def one_thread():
+    """Small fits run faster on one thread; the process's setting is restored afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _fit(n, heads, tokens, answers, *, seed, steps, lr, d=16):
+    """A one-layer attention-only case-5 model with ``heads`` heads fitted by Adam to the inputs."""
+    import torch.nn.functional as F
+    from transformer_lens import HookedTransformer
+
+    from interp.training import runs
+
+    cfg = models.make_config(5, n, d, 1, seed=seed)
+    cfg.n_heads, cfg.d_head = heads, d // heads
+    model = HookedTransformer(cfg)
+    torch.manual_seed(seed)
+    runs._pytorch_init(model)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps):
+        loss = F.cross_entropy(model(tokens)[:, -1], answers)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model
+
+
+def test_xor_families_follow_the_reference_evaluator():
+    from interp.theory.counterexample import xor_family
+
+    tokens, _ = tasks.enumerate_inputs(5, 4, "permutation")
+    for toks in tokens[::97].tolist():
+        keys, values, target = tasks.decode(5, 4, toks)
+        j = keys.index(target)
+        for q in (x for x in range(4) if x != j):
+            fam = xor_family(4, toks, q)
+            assert fam[0] == toks and len({tuple(f) for f in fam}) == 4
+            answers = [tasks.evaluate(5, 4, f) for f in fam]  # no swap, values, keys, both
+            assert answers[0] == answers[3] == values[j] and answers[1] == answers[2] == values[q]
+        with pytest.raises(ValueError, match="other than the target's slot"):
+            xor_family(4, toks, j)
+
+
+@pytest.mark.parametrize("n, steps", [(3, 600), (4, 300)])
+def test_fitted_one_head_models_stay_at_or_below_75_percent(n, steps, one_thread):
+    """Fitted to every input (f a permutation), one head stays <= 75% and every XOR family
+    holds a wrong input, although the fit is well above chance."""
+    from interp.theory.counterexample import ATTENTION_ONLY_BOUND, check_bound
+
+    tokens, answers = tasks.enumerate_inputs(5, n, "permutation")
+    for seed in (0, 1):
+        model = _fit(n, 1, tokens, answers, seed=seed, steps=steps, lr=0.02)
+        check = check_bound(model, n)
+        assert check.inputs == tasks.count_inputs(5, n, "permutation")
+        assert check.families == check.inputs * (n - 1) // 4
+        assert check.families_all_right == 0
+        assert 1 / n + 0.03 < check.accuracy <= ATTENTION_ONLY_BOUND
+
+
+def test_two_heads_can_exceed_75_percent(one_thread):
+    """The bound needs one head: fitted to one slot pair's families at n = 3 (24 inputs), two
+    heads get every input right; one head does not exceed 3 in 4 on the same inputs."""
+    import itertools
+
+    from interp.theory.counterexample import check_bound, xor_family
+
+    base = [[0, v[0], 1, v[1], 2, v[2], t] for v in itertools.permutations(range(3)) for t in (0, 1)]
+    subset = sorted({tuple(f) for b in base for f in xor_family(3, b, 1 - b[-1])})
+    tokens = torch.tensor(subset)
+    answers = torch.tensor([tasks.evaluate(5, 3, t) for t in subset])
+    assert len(subset) == 24
+
+    def acc(model):
+        with torch.no_grad():
+            return float((model(tokens)[:, -1].argmax(-1) == answers).float().mean())
+
+    two = [_fit(3, 2, tokens, answers, seed=s, steps=2000, lr=0.01, d=32) for s in range(3)]
+    best = max(two, key=acc)
+    assert acc(best) > 0.75
+    assert check_bound(best, 3).families_all_right > 0
+    one = [_fit(3, 1, tokens, answers, seed=s, steps=2000, lr=0.01, d=32) for s in range(2)]
+    assert all(acc(m) <= 0.75 and check_bound(m, 3).families_all_right == 0 for m in one)
