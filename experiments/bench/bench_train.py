@@ -11,8 +11,12 @@ For each config it times, in interleaved blocks (so load from other processes hi
 
 Every engine runs on one intra-op thread (as the trainer does). ``--parallel`` also measures
 how to use both cores: one process with 2 threads vs 2 processes with 1 thread each.
+``--mlp`` times only the two-layer models with an MLP after each attention (Table 2's
+two-layer cells with d_mlp = 4 d_model), where the fast engine forms layer 0's MLP at every
+position. ``--device cuda`` runs both engines on the GPU (data still drawn on the CPU).
 
     .venv/bin/python experiments/bench/bench_train.py --out experiments/bench/results.md
+    .venv/bin/python experiments/bench/bench_train.py --mlp
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from interp.core import tasks  # noqa: E402
-from interp.training import fast_train
+from interp.training import fast_train  # noqa: E402
 from interp.training.trainer import TrainConfig, generator, init_model, trainable  # noqa: E402
 
 #: (label, config): the paper's Table 1 and Table 2 settings.
@@ -43,29 +47,36 @@ CONFIGS = [
     ("case 1, n=100, d_token 32, learned PE", dict(case=1, n=100, d_token=32)),
     ("case 2, n=100, d_token 8, no PE", dict(case=2, n=100, d_token=8, pos_embed="none")),
     ("case 5, n=20, d_token 32, 1 layer", dict(case=5, n=20, d_token=32)),
+    ("case 5, n=20, d_token 200, 2 layers + MLP 800",
+     dict(case=5, n=20, d_token=200, n_layers=2, d_mlp=800, init="pytorch")),
+    ("case 5, n=20, d_token 32, 2 layers + MLP 128",
+     dict(case=5, n=20, d_token=32, n_layers=2, d_mlp=128, init="pytorch")),
 ]
+#: indices of the two-layer MLP configs (``--mlp``)
+MLP_CONFIGS = [i for i, (_, kw) in enumerate(CONFIGS) if kw.get("d_mlp") and kw.get("n_layers") == 2]
 
 
 class Reference:
     """The plain TransformerLens loop, one step at a time."""
 
-    def __init__(self, config: TrainConfig):
-        self.config = config
-        self.model = init_model(config)
+    def __init__(self, config: TrainConfig, device: str = "cpu"):
+        self.config, self.device = config, device
+        self.model = init_model(config).to(device, print_details=False)
         self.opt = torch.optim.Adam(trainable(self.model), lr=config.lr)
         self.g = generator(config.seed, "train")
 
     def step(self):
         c = self.config
         tokens, answers = tasks.sample(c.case, c.n, c.batch_size, generator=self.g)
+        tokens, answers = tokens.to(self.device), answers.to(self.device)
         loss = F.cross_entropy(self.model(tokens)[:, -1], answers)
         self.opt.zero_grad()
         loss.backward()
         self.opt.step()
 
 
-def _ensemble(config: TrainConfig, seeds: int):
-    return fast_train.Ensemble([config.replace(seed=s) for s in range(seeds)])
+def _ensemble(config: TrainConfig, seeds: int, device: str = "cpu"):
+    return fast_train.Ensemble([config.replace(seed=s) for s in range(seeds)], device=device)
 
 
 def _time_block(runner, steps: int) -> tuple[float, float]:
@@ -73,16 +84,18 @@ def _time_block(runner, steps: int) -> tuple[float, float]:
     t, c = time.perf_counter(), time.process_time()
     for _ in range(steps):
         runner.step()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()  # the plain loop's last step may still be queued on a GPU
     return (time.perf_counter() - t) / steps * 1e3, (time.process_time() - c) / steps * 1e3
 
 
-def bench_config(kwargs: dict, steps: int, repeats: int) -> dict:
+def bench_config(kwargs: dict, steps: int, repeats: int, device: str = "cpu") -> dict:
     # stop_loss 0: nothing stops early, every step is a full step
     config = TrainConfig(**kwargs, stop_loss=0.0, max_steps=10**9)
     runners = {
-        "reference": (Reference(config), 1, max(3, steps // 5)),
-        "ours x1": (_ensemble(config, 1), 1, steps),
-        "ours x5": (_ensemble(config, 5), 5, steps),
+        "reference": (Reference(config, device), 1, max(3, steps // 5)),
+        "ours x1": (_ensemble(config, 1, device), 1, steps),
+        "ours x5": (_ensemble(config, 5, device), 5, steps),
     }
     for runner, _, _ in runners.values():  # warm-up
         runner.step()
@@ -142,11 +155,18 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=30, help="timed steps per block (ours)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved blocks per engine")
     parser.add_argument("--only", type=int, nargs="*", help="indices into CONFIGS")
+    parser.add_argument("--mlp", action="store_true",
+                        help=f"only the two-layer MLP configs (CONFIGS {MLP_CONFIGS})")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     parser.add_argument("--parallel", action="store_true", help="also threads vs processes")
     parser.add_argument("--out", help="also write the Markdown report here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    chosen = [CONFIGS[i] for i in args.only] if args.only else CONFIGS
+    from interp.training.runs import check_device
+
+    device = check_device(args.device)
+    indices = args.only or (MLP_CONFIGS if args.mlp else range(len(CONFIGS)))
+    chosen = [CONFIGS[i] for i in indices]
     load_before = os.getloadavg()
     header = [
         "| config | reference ms/step | ours x1 ms/step | ours x5 ms/seed-step | ratio x1 | ratio x5 |",
@@ -162,7 +182,7 @@ def main(argv=None) -> int:
         )
 
     for label, kwargs in chosen:
-        wall, cpu = bench_config(kwargs, args.steps, args.repeats)
+        wall, cpu = bench_config(kwargs, args.steps, args.repeats, device)
         lines.append(row(label, wall))
         cpu_lines.append(row(label, cpu))
         print(lines[-1], flush=True)
@@ -175,7 +195,9 @@ def main(argv=None) -> int:
         f"Peak memory (max RSS of this process, both engines, all configs): {peak:.2f} GiB.",
         f"Load average before/after (1 min): {load_before[0]:.1f} / {load_after[0]:.1f} on "
         f"{os.cpu_count()} cores; MKL_CBWR={os.environ.get('MKL_CBWR')}, seeds stacked: "
-        f"{fast_train.mkl_reproducible()}; torch {torch.__version__}, {platform.machine()}.",
+        f"{device != 'cpu' or fast_train.mkl_reproducible()}; torch {torch.__version__}, "
+        f"{platform.machine()}, device {device}"
+        + (f" ({torch.cuda.get_device_name(device)})" if device != "cpu" else "") + ".",
         f"Timing: median of {args.repeats} interleaved blocks, {args.steps} steps per block "
         f"for ours and {max(3, args.steps // 5)} for the reference; one intra-op thread.",
     ]

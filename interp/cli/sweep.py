@@ -29,6 +29,9 @@ def add_arguments(p) -> None:
     p.add_argument("--address", default=None,
                    help="with --backend ray: the Ray cluster to join (auto, or HOST:PORT of "
                         "the head); default: start a local Ray instance")
+    p.add_argument("--device", default="cpu",
+                   help="where runs train: cpu (default), cuda or cuda:N (local backend); a run "
+                        "trained on a GPU keeps its name and equals the CPU's to float rounding")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per worker (default: cores / workers)")
     p.add_argument("--store", default=None,
@@ -83,7 +86,7 @@ def format_summary(s: Summary) -> str:
 def run(args) -> int:
     import json
 
-    check_backend(args.backend, args.address)
+    device = check_backend(args.backend, args.address, args.device)  # before anything is read
     sweep = load(args.dir)
     where = parse_where(args.where)
     store_path = Path(args.store) if args.store else sweep.default_store
@@ -101,7 +104,7 @@ def run(args) -> int:
         summary = run_sweep(sweep, store=store_path, workers=args.workers,
                             threads=args.threads, limit=args.limit, where=where,
                             retry_failed=args.retry_failed, backend=args.backend,
-                            address=args.address, on_plan=on_plan,
+                            address=args.address, device=device, on_plan=on_plan,
                             on_start=lambda group: progress["start"](group),
                             on_run=lambda record: progress["run"](record))
     except KeyboardInterrupt:

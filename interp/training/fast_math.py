@@ -23,13 +23,11 @@ One layer (:func:`_final_logits_1`), final query only, with ``x`` = the final po
         Gtok = (T W_Q + q_c) (T W_K)^T / attn_scale,  Gpos = (T W_Q + q_c) (W_pos W_K)^T / ...
     logits  = x W_U + m (W_V W_O W_U) + (b_V W_O + b_O) W_U + b_U,   m = sum_p a_p x0[p]
 
-where q_c = b_Q + W_pos[last] W_Q and ``sum_p a_p = 1``. With an MLP (``d_mlp > 0``, one layer
-only) the final position's residual after attention, ``r = x + m W_V W_O + b_V W_O + b_O``, is
+where q_c = b_Q + W_pos[last] W_Q and ``sum_p a_p = 1``. With an MLP (``d_mlp > 0``) the final
+position's residual after attention, ``r = x + m W_V W_O + b_V W_O + b_O``, is
 formed in d_model ([batch, d_model], cheap) and ``(relu(r W_in + b_in) W_out + b_out) W_U`` is
 added to the logits: the MLP acts position-wise, so the final position's is the only one the
-loss reads. Two layers with an MLP would need layer 0's MLP at every position, which breaks the
-basis-row form below; :func:`check_model` refuses them and ``training.train_group`` trains them
-with the plain TransformerLens loop instead. ``q . b_K`` is the same for every key
+loss reads (two layers with an MLP: the last paragraph). ``q . b_K`` is the same for every key
 and cancels in the softmax, so b_K is left out (its exact gradient is 0; TransformerLens's is
 rounding noise); likewise in layer 0. ``m`` is ``a`` scattered onto the table rows times T, plus
 ``a W_pos``. Per input this costs gathers and O((V + P) d_model) products; everything of size
@@ -43,6 +41,26 @@ sum_j A_pj (y_j) + c), never as [batch, pos, d_model]; the last layer's scores a
 ``C_last GG`` with GG the basis rows' q.k table. The [batch, pos, pos] pattern A is used three
 ways (last row, ``A @ r``, ``a @ A``); :class:`_Pattern` forms its gradient from their rank-one
 factors in one product.
+
+Two layers with an MLP after each attention (:func:`_final_logits_2_mlp`). Layer 0's MLP runs
+at every position, since the last layer's keys and values read them all, and its ReLU breaks
+the basis-row form; the last layer sees ``x2_p = x1_p + h_p W_out + b_out`` with x1_p = C_p Xb
+in the basis rows as above and the hidden activations ``h = relu(u)`` [batch, pos, d_mlp] as
+coefficients of the d_mlp rows of W_out. No [batch, pos, d_model] tensor is formed:
+
+    u_p = x1_p W_in + b_in = C_p (Xb W_in) + b_in
+        = (own token and position rows of Xb W_in) + [A_tok | A]_p (VO rows of Xb W_in) + c0 W_in + b_in
+
+with ``A_tok[p, v] = sum_j A[p, j] [position j reads token row v]`` (one gather and one
+[batch * pos, V + P] x [V + P, d_mlp] product; :func:`_mlp_input`). The last layer's final
+query ``q = x2_last W_Q + b_Q`` needs ``x2_last = x1_last + MLP(x1_last)`` only; with
+``kq = W_K q / attn_scale`` its scores are ``x2_p . kq = C_p (Xb kq) + h_p . (W_out kq)`` plus
+``(c0 + b_out) . kq``, the same for every key (left out, like b_K), and its mixed value is
+``sum_p a_p x2_p = C_mix Xb + (a h) W_out + b_out`` (``sum a = 1``). h is read two ways
+(``h @ W_out kq``, ``a @ h``), and :class:`_Relu` forms its gradient from their rank-one
+factors as :class:`_Pattern` does for A. The last layer's own MLP acts on the final position
+only, as with one layer. Per input this costs O(pos (V + P) d_mlp) for layer 0's MLP, instead
+of TransformerLens's O(pos d_model d_mlp) per MLP plus O(pos d_model^2) per attention.
 """
 
 from __future__ import annotations
@@ -84,7 +102,7 @@ def _rows(table: Tensor, J: Tensor) -> Tensor:
     """sum_k table[J[k]] for a table [S, R, c] and J [K, S, B]: [S, B, c]."""
     S, R, c = table.shape
     flat = table.reshape(S * R, c)
-    base = torch.arange(S)[:, None] * R
+    base = torch.arange(S, device=table.device)[:, None] * R
     out = None
     for k in range(J.shape[0]):
         g = flat.index_select(0, (J[k] + base).reshape(-1)).view(S, -1, c)
@@ -119,6 +137,8 @@ def final_logits(p: dict, J: Int[Tensor, "K seed batch pos"]) -> Float[Tensor, "
     """The models' ``logits[:, -1]`` for token-row indices ``J`` (see :func:`token_indices`)."""
     if len(p["layers"]) == 1:
         return _final_logits_1(p, J)
+    if "W_in" in p["layers"][0]:
+        return _final_logits_2_mlp(p, J)
     return _final_logits_2(p, J)
 
 
@@ -169,9 +189,14 @@ def _final_logits_1(p: dict, J: Tensor) -> Tensor:
         c = ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]  # [S, 1, d_model]
         if pos is not None:
             c = c + pos[:, -1:]
-        hidden = torch.relu((resid + c) @ ws["W_in"] + ws["b_in"][:, None])  # [S, B, d_mlp]
-        logits = logits + (hidden @ ws["W_out"] + ws["b_out"][:, None]) @ W_U
+        logits = logits + _mlp(ws, resid + c) @ W_U
     return logits
+
+
+def _mlp(ws: dict, x: Tensor) -> Tensor:
+    """A block's MLP at one position per input, ``relu(x W_in + b_in) W_out + b_out`` [S, B, d]."""
+    hidden = torch.relu(x @ ws["W_in"] + ws["b_in"][:, None])  # [S, B, d_mlp]
+    return hidden @ ws["W_out"] + ws["b_out"][:, None]
 
 
 def seed_losses(p: dict, J: Tensor, answers: Int[Tensor, "seed batch"]) -> Float[Tensor, "seed"]:
@@ -236,7 +261,8 @@ def _layer0_scores(T: Tensor, pos, ws: dict, J: Tensor, scale: float) -> Tensor:
     t = J[0]  # [S, B, P]
     Pq = PQ.shape[1]
     H2 = (TQ @ TK.transpose(1, 2))[:, :, None] + (PQ @ TK.transpose(1, 2))[:, None]  # [S,V,Pq,V]
-    row = t * Pq + (torch.arange(P) if Pq > 1 else 0) + torch.arange(S)[:, None, None] * (V * Pq)
+    ar = torch.arange(max(P, S), device=t.device)
+    row = t * Pq + (ar[:P] if Pq > 1 else 0) + ar[:S, None, None] * (V * Pq)
     row = row.reshape(-1)  # [S*B*P]: the (token, position) row of each query
     rows2 = H2.reshape(S * V * Pq, V).index_select(0, row).view(S, B, P, V)
     scores = rows2.gather(-1, t[:, :, None, :].expand(S, B, P, P))
@@ -344,20 +370,9 @@ class _VecMat(torch.autograd.Function):
 def _final_logits_2(p: dict, J: Tensor) -> Tensor:
     """Two layers (see the basis-row comment above): layer 0 for every query, then the last
     layer's final query in the coefficients of the basis rows."""
-    T, pos, layers = _full_T(p), p["pos"], p["layers"]
-    S, V, d = T.shape
-    P = J.shape[-1]
-    Pp = 0 if pos is None else P  # number of position rows
-    R0 = V + Pp
-    X0 = T if pos is None else torch.cat([T, pos], 1)  # [S, R0, d]
-    ws = layers[0]
-    box: list = []  # low-rank gradient factors of A, filled by its three uses (see _Pattern)
-    A = _Pattern.apply(_layer0_scores(T, pos, ws, J, p["scale"][0]), box)  # [S,B,qpos,kpos]
-    XVO = (X0 @ ws["W_V"]) @ ws["W_O"]  # [S, R0, d]
-    c0 = ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]  # [S, 1, d]
-    Xb = torch.cat([X0, XVO, c0], 1)  # [S, 2 R0 + 1, d]
-    R = Xb.shape[1]
-    ws, scale = layers[-1], p["scale"][-1]
+    A, Xb, box, V, Pp = _layer0_basis(p, J)
+    _, R, d = Xb.shape
+    ws, scale = p["layers"][-1], p["scale"][-1]
     # q of the basis rows (the last row, the constant c, also carries b_Q) and k of all rows
     # but c: every key holds c once, and q . (c W_K + b_K) is the same for every key, so it
     # cancels in the softmax (b_K is left out, as in one layer).
@@ -370,14 +385,7 @@ def _final_logits_2(p: dict, J: Tensor) -> Tensor:
         Rl = (C_last @ Qb) @ Kb.transpose(1, 2)  # [S, B, R - 1]
     else:  # through the rows' q.k table
         Rl = C_last @ (Qb @ Kb.transpose(1, 2))  # [S, B, R - 1]
-    scores = _gsum(Rl, J)
-    if pos is not None:
-        scores = scores + Rl[..., V:R0]
-    r = _gsum(Rl, J, offset=R0)
-    if pos is not None:
-        r = r + Rl[..., R0 + V : 2 * R0]
-    scores = scores + _MatVec.apply(A, r, box)  # A @ r
-    a = torch.softmax(scores / scale, dim=-1)  # [S, B, key_pos]
+    a = torch.softmax(_last_scores(Rl, J, V, Pp, A, box) / scale, dim=-1)  # [S, B, key_pos]
     # Values: mix the basis rows by a (and a A), then W_V W_O W_U.
     C_mix = _coefficients(a, J, V, Pp, R, A=A, box=box)
     W_U = p["W_U"]
@@ -392,6 +400,34 @@ def _final_logits_2(p: dict, J: Tensor) -> Tensor:
         m_part = (C_mix @ Xb) @ W_VOU
     c = (ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]) @ W_U + p["b_U"][:, None]
     return x_part + m_part + c
+
+
+def _layer0_basis(p: dict, J: Tensor) -> tuple:
+    """Layer 0 of a two-layer model: its pattern A [S, B, qpos, kpos] (a :class:`_Pattern`, with
+    the ``box`` its uses fill), the basis rows Xb = [T; W_pos; T W_V W_O; W_pos W_V W_O; c0]
+    [S, R, d_model], and V and Pp (the numbers of token and position rows)."""
+    T, pos, ws = _full_T(p), p["pos"], p["layers"][0]
+    V, Pp = T.shape[1], (0 if pos is None else J.shape[-1])
+    X0 = T if pos is None else torch.cat([T, pos], 1)  # [S, R0, d]
+    box: list = []  # low-rank gradient factors of A, filled by its three uses (see _Pattern)
+    A = _Pattern.apply(_layer0_scores(T, pos, ws, J, p["scale"][0]), box)  # [S,B,qpos,kpos]
+    XVO = (X0 @ ws["W_V"]) @ ws["W_O"]  # [S, R0, d]
+    c0 = ws["b_V"][:, None] @ ws["W_O"] + ws["b_O"][:, None]  # [S, 1, d]
+    return A, torch.cat([X0, XVO, c0], 1), box, V, Pp  # Xb: [S, 2 R0 + 1, d]
+
+
+def _last_scores(Rl: Tensor, J: Tensor, V: int, Pp: int, A: Tensor, box: list) -> Tensor:
+    """The last layer's scores [S, B, key_pos] from ``Rl`` [S, B, R - 1], the final query's
+    score against every basis row but c: key p holds its token rows, its position row and
+    ``sum_j A[p, j]`` times the VO rows of j."""
+    R0 = V + Pp
+    scores = _gsum(Rl, J)
+    if Pp:
+        scores = scores + Rl[..., V:R0]
+    r = _gsum(Rl, J, offset=R0)
+    if Pp:
+        r = r + Rl[..., R0 + V : 2 * R0]
+    return scores + _MatVec.apply(A, r, box)  # A @ r
 
 
 def _coefficients(w, J, V, Pp, R, *, A=None, J_last=None, box=None) -> Tensor:
@@ -414,3 +450,87 @@ def _coefficients(w, J, V, Pp, R, *, A=None, J_last=None, box=None) -> Tensor:
         vo = _VecMat.apply(w, A, box)  # w @ A, [S, B, key_pos]
     parts = [own_tok, own_pos, _scatter(vo, J, V), vo if Pp else None, w.new_ones(S, B, 1)]
     return torch.cat([t for t in parts if t is not None], -1)  # [S, B, R]
+
+
+
+def _final_logits_2_mlp(p: dict, J: Tensor) -> Tensor:
+    """Two layers with an MLP after each attention (derived in the module docstring): layer 0
+    in the basis rows as without MLPs, its MLP's hidden activations h at every position, then
+    the last layer and its MLP at the final query."""
+    w0, w1 = p["layers"]
+    A, Xb, box, V, Pp = _layer0_basis(p, J)
+    R = Xb.shape[1]
+    hbox: list = []  # rank-one gradient factors of h, filled by its two uses (see _Relu)
+    h = _Relu.apply(_mlp_input(Xb @ w0["W_in"], w0["b_in"], A, J, V, Pp), hbox)  # [S,B,P,d_mlp]
+    C_last = _coefficients(_LastRow.apply(A, box), J, V, Pp, R, J_last=J[..., -1])
+    x1_last = C_last @ Xb  # [S, B, d]: the final position after layer 0's attention
+    x2_last = x1_last + _mlp(w0, x1_last)  # ... and its MLP
+    q = x2_last @ w1["W_Q"] + w1["b_Q"][:, None]  # [S, B, d_head]
+    kq = (q @ w1["W_K"].transpose(1, 2)) * (1.0 / p["scale"][-1])  # [S, B, d]
+    scores = _last_scores(kq @ Xb[:, :-1].transpose(1, 2), J, V, Pp, A, box)  # c: a constant
+    scores = scores + _MatVec.apply(h, kq @ w0["W_out"].transpose(1, 2), hbox)  # h_p . W_out kq
+    a = torch.softmax(scores, dim=-1)  # [S, B, key_pos]
+    C_mix = _coefficients(a, J, V, Pp, R, A=A, box=box)
+    mixed = C_mix @ Xb + _VecMat.apply(a, h, hbox) @ w0["W_out"] + w0["b_out"][:, None]
+    c1 = w1["b_V"][:, None] @ w1["W_O"] + w1["b_O"][:, None]  # [S, 1, d]
+    resid = x2_last + mixed @ (w1["W_V"] @ w1["W_O"]) + c1  # [S, B, d]: after the last attention
+    resid = resid + _mlp(w1, resid)
+    return resid @ p["W_U"] + p["b_U"][:, None]
+
+
+def _mlp_input(XbW: Tensor, b_in: Tensor, A: Tensor, J: Tensor, V: int, Pp: int) -> Tensor:
+    """Layer 0's MLP pre-activation ``u_p = x1_p W_in + b_in`` for every position [S, B, P,
+    d_mlp], from the basis rows times W_in (``XbW`` [S, R, d_mlp]).
+
+    u_p = (own token and position rows of XbW) + sum_j A[p, j] (VO rows of j) + XbW[c] + b_in.
+    The own rows are one gather from the table of (token, position) sums (one token per
+    position), or of token rows plus the position rows; the A part is one product of A
+    scattered onto the token rows, [A_tok | A] [B * P, V + Pp], with the VO rows of XbW.
+    """
+    K, S, B, P = J.shape
+    R0 = V + Pp
+    const = XbW[:, -1:] + b_in[:, None]  # [S, 1, d_mlp]
+    extra = const if not Pp else XbW[:, V:R0] + const  # [S, 1 or P, d_mlp]
+    if K == 1:
+        own = XbW[:, :V, None] + extra[:, None]  # [S, V, 1 or P, d_mlp]
+        Pt = own.shape[2]
+        idx = J[0] * Pt + (torch.arange(P, device=J.device) if Pt > 1 else 0)  # [S, B, P]
+        u = _rows(own.reshape(S, V * Pt, -1), idx.reshape(1, S, B * P))  # [S, B*P, d_mlp]
+    else:  # pair tables: key row + value row, then the position rows
+        u = (_rows(XbW[:, :V], J.flatten(2)).view(S, B, P, -1) + extra[:, None]).view(S, B * P, -1)
+    A_tok = A.new_zeros(S, B, P, V)  # A_tok[p, v] = sum_j A[p, j] [token row v in position j]
+    for k in range(K):
+        A_tok = A_tok.scatter_add(-1, J[k][:, :, None, :].expand(S, B, P, P), A)
+    coef = A_tok if not Pp else torch.cat([A_tok, A], -1)  # [S, B, P, R0]
+    return torch.baddbmm(u, coef.view(S, B * P, R0), XbW[:, R0 : 2 * R0]).view(S, B, P, -1)
+
+
+class _Relu(torch.autograd.Function):
+    """h = relu(u) [S, B, P, d_mlp], whose gradient arrives as rank-one factors.
+
+    The last layer reads layer 0's hidden activations two ways, ``h @ w`` (its scores) and
+    ``a @ h`` (its mixed value), through :class:`_MatVec` and :class:`_VecMat`, which hand back
+    dh = U V^T pairs in ``box`` as they do for :class:`_Pattern`. The gradient with respect to
+    u, ``(sum_k U_k V_k^T) * (u > 0)``, is then formed in one [S, B, P, d_mlp] tensor, instead
+    of autograd's dense outer product per use and their sum.
+    """
+
+    @staticmethod
+    def forward(ctx, u, box):
+        h = torch.relu(u)
+        ctx.save_for_backward(h)
+        ctx.box = box
+        ctx.set_materialize_grads(False)
+        return h
+
+    @staticmethod
+    def backward(ctx, dh):
+        (h,) = ctx.saved_tensors
+        du = None if dh is None else dh.clone()
+        for U, Vf, _ in ctx.box:  # U [S, B, P], Vf [S, B, d_mlp]
+            if du is None:
+                du = U[..., None] * Vf[..., None, :]
+            else:
+                du.addcmul_(U[..., None], Vf[..., None, :])
+        ctx.box.clear()
+        return du.masked_fill_(h <= 0, 0.0), None  # relu's gradient: 0 where its output is

@@ -1,8 +1,9 @@
 """Exact fast training: the HookedTransformer's final-position logits, regrouped, for seed ensembles.
 
-The arithmetic (final-position logits of one and two layers, regrouped over table rows, with
-custom autograd for layer 0's pattern) is :mod:`interp.training.fast_math`; this module draws
-the data as table rows, stacks the seeds' parameters and runs the ensemble loop.
+The arithmetic (final-position logits of one and two layers, with or without MLPs, regrouped
+over table rows, with custom autograd for layer 0's pattern and hidden activations) is
+:mod:`interp.training.fast_math`; this module draws the data as table rows, stacks the seeds'
+parameters and runs the ensemble loop.
 
 Seeds (:class:`Ensemble`). Seeds share a Python loop and one Adam (which treats each parameter
 tensor on its own), draw their own data, and stop on their own. When MKL runs reproducibly
@@ -10,6 +11,9 @@ tensor on its own), draw their own data, and stop on their own. When MKL runs re
 (``torch.stack``: autograd hands each model's own parameters their gradients) and every product
 is batched over seeds; otherwise seeds are computed one after the other, because MKL's default
 kernels round by memory alignment and a seed must get the same bits in a stack as alone.
+
+Devices. An ensemble trains on ``device`` (CPU by default, or CUDA: :class:`Ensemble`); the
+data are drawn on the CPU either way, so a seed sees the same batches on every device.
 
 Data. :func:`sample_indices` draws exactly what :func:`interp.core.tasks.sample` draws (same
 generator calls, same permutations, ties included, with a faster argsort) and returns table
@@ -139,8 +143,6 @@ def check_model(model) -> None:
     problems = []
     if cfg.n_heads != 1:
         problems.append(f"n_heads={cfg.n_heads} (accepted: 1)")
-    if not cfg.attn_only and cfg.n_layers != 1:
-        problems.append(f"an MLP with n_layers={cfg.n_layers} (accepted: attn_only, or an MLP with 1 layer)")
     if not cfg.attn_only and cfg.act_fn != "relu":
         problems.append(f"act_fn={cfg.act_fn!r} (accepted: relu)")
     if cfg.normalization_type is not None:
@@ -242,23 +244,32 @@ class Ensemble:
     Each seed draws its own data (its own generator), keeps its own Adam state and stops on
     its own (training-batch loss below ``stop_loss``, a non-finite loss, or ``max_steps``).
     ``models_`` (optional) are trained in place instead of fresh ``init_model`` models.
-    ``batched`` (default: :func:`mkl_reproducible`) stacks the seeds along a leading axis.
+    ``batched`` (default: on CUDA, or on the CPU when :func:`mkl_reproducible`) stacks the seeds
+    along a leading axis. ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``): where the models
+    train; data are drawn on the CPU as always (the same batches) and moved there, and
+    :meth:`results` hands the models back on the CPU. On CUDA a seed is equal to the same seed
+    on the CPU, or alone, to float rounding, not bit for bit (cuBLAS kernels differ from MKL's
+    and by batch shape, and the gathers' backward adds with atomics).
     """
 
     _told = False  # the hint about MKL_CBWR is logged once per process
 
     def __init__(
-        self, configs: list, *, models_: list | None = None, batched: bool | None = None
+        self, configs: list, *, models_: list | None = None, batched: bool | None = None,
+        device: str = "cpu",
     ):
-        from interp.training.runs import generator, init_model, trainable
+        from interp.training.runs import check_device, generator, init_model, trainable
 
-        self.start = time.perf_counter()
-        self.batched = mkl_reproducible() if batched is None else batched
+        self.start, self.cpu_start = time.perf_counter(), time.process_time()
+        self.device = check_device(device)  # "cpu", "cuda" or "cuda:N"
+        on_cuda = self.device != "cpu"
+        self.batched = (on_cuda or mkl_reproducible()) if batched is None else batched
         self.configs = list(configs)
         self.cfg = cfg0 = self.configs[0]
         self.models = [init_model(c) for c in configs] if models_ is None else list(models_)
         for m in self.models:
             check_model(m)
+            m.to(self.device, print_details=False)  # in place: the parameters stay the same objects
         self.params = [trainable(m) for m in self.models]
         self.opt = torch.optim.Adam(
             [p for ps in self.params for p in ps], lr=cfg0.lr, fused=True
@@ -298,6 +309,7 @@ class Ensemble:
                 cfg.case, cfg.n, cfg.batch_size, generator=self.gens[s], function=cfg.function,
                 out=(J_np[:, j], ans_np[j]),
             )
+        J, answers = J.to(self.device), answers.to(self.device)
         if self.batched:
             losses = seed_losses(stack_params([self.models[s] for s in active]), J, answers)
         else:
@@ -329,29 +341,30 @@ class Ensemble:
         self.active = [s for s in active if s not in finished]
 
     def results(self) -> list:
-        """Test accuracy of every seed and its RunResult (``seconds``: the ensemble's wall
-        time divided among its seeds)."""
+        """Test accuracy of every seed and its RunResult, the models back on the CPU
+        (``seconds``, ``cpu_seconds``: the ensemble's wall and process CPU time divided among
+        its seeds)."""
         from interp.training.runs import RunResult
 
         out = []
         for s, c in enumerate(self.configs):
-            acc = accuracy(self.models[s], c)
+            model = self.models[s].to("cpu", print_details=False)  # evaluated and saved on the CPU
             out.append(
                 RunResult(
-                    config=c, model=self.models[s], accuracy=acc, steps=self.steps[s],
+                    config=c, model=model, accuracy=accuracy(model, c), steps=self.steps[s],
                     final_loss=self.last[s], seconds=0.0, curve=self.curves[s],
                     status=self.status[s],
                 )
             )
-        total = time.perf_counter() - self.start
+        wall, cpu = time.perf_counter() - self.start, time.process_time() - self.cpu_start
         for r in out:
-            r.seconds = total / len(out)
+            r.seconds, r.cpu_seconds = wall / len(out), cpu / len(out)
         return out
 
 
-def train_ensemble(configs: list, *, models_: list | None = None) -> list:
+def train_ensemble(configs: list, *, models_: list | None = None, device: str = "cpu") -> list:
     """Train configs that differ only in seed as one batched ensemble; list of RunResult."""
-    ens = Ensemble(configs, models_=models_)
+    ens = Ensemble(configs, models_=models_, device=device)
     while not ens.done:
         ens.step()
     return ens.results()

@@ -52,7 +52,7 @@ def runs(sweep: Sweep, store: str | os.PathLike | None = None):
 
     path = Path(store) if store is not None else sweep.default_store
     if not path.is_file():
-        return pd.DataFrame(columns=list(store_mod.RUN_COLUMNS))
+        return pd.DataFrame(columns=[*store_mod.RUN_COLUMNS, *store_mod.EXTRA_COLUMNS])
     df = store_mod.read(path)
     if df.empty:
         return df
@@ -73,7 +73,9 @@ def cells(sweep: Sweep, df, paper=None):
     Columns: the row fields, the paper's extra label columns, the column field, ``declared``
     (runs in CONFIGS), ``runs`` (runs in the store), ``failed``, ``seeds`` and ``accuracies``
     (per seed, %), ``max``/``avg`` (ours, %), ``paper_max``/``paper_avg``, ``diff_max``/
-    ``diff_avg`` (ours - paper, percentage points), ``steps`` (mean), ``chance`` (100/n).
+    ``diff_avg`` (ours - paper, percentage points), ``steps`` (mean), ``chance`` (100/n),
+    ``seconds`` and ``cpu_seconds`` (mean wall and process CPU seconds per run, over the runs
+    that recorded them; None if none did).
     """
     import pandas as pd
 
@@ -114,11 +116,19 @@ def cells(sweep: Sweep, df, paper=None):
                 steps=(sum(int(r["steps"]) for r in stored if r["steps"] is not None) / len(stored))
                 if stored else None,
                 chance=100.0 / members[0][1]["n"],
+                seconds=_mean(r.get("seconds") for r in stored),
+                cpu_seconds=_mean(r.get("cpu_seconds") for r in stored),
             )
             row["diff_max"] = _diff(row["max"], row["paper_max"])
             row["diff_avg"] = _diff(row["avg"], row["paper_avg"])
             out.append(row)
     return pd.DataFrame(out)
+
+
+def _mean(values):
+    """The mean of the values that are numbers (not None or NaN), or None."""
+    xs = [float(x) for x in values if x is not None and not _isnan(float(x))]
+    return sum(xs) / len(xs) if xs else None
 
 
 def _isnan(x) -> bool:
@@ -221,17 +231,20 @@ def markdown(sweep: Sweep, table, *, sweeps_log=None) -> str:
 
     lines += ["## Per cell", "",
               "Per-seed accuracy (%), chance = 100/n, mean optimiser steps (the run stops at loss < "
-              "its `stop_loss` or at `max_steps`).", ""]
-    detail = label_cols + [layout.column, "runs", "per-seed accuracy (seed: %)", "chance", "mean steps"]
+              "its `stop_loss` or at `max_steps`), mean seconds per run: wall / process CPU "
+              "(— where not recorded; CPU well below wall means the run waited for a core).", ""]
+    detail = label_cols + [layout.column, "runs", "per-seed accuracy (seed: %)", "chance", "mean steps",
+                           "s/run wall / CPU"]
     lines.append("| " + " | ".join(detail) + " |")
-    lines.append("|" + "|".join(["---"] * (len(label_cols) + 1) + ["--:", "---", "--:", "--:"]) + "|")
+    lines.append("|" + "|".join(["---"] * (len(label_cols) + 1) + ["--:", "---", "--:", "--:", "--:"]) + "|")
     for _, r in table.iterrows():
         seeds = ", ".join(f"{s}: {a:.2f}" for s, a in zip(r["seeds"], r["accuracies"])) or "—"
         failed = f" ({r['failed']} failed)" if r["failed"] else ""
         lines.append("| " + " | ".join(
             [str(r[c]) if r[c] is not None else "" for c in label_cols]
             + [str(r[layout.column]), f"{r['runs']}/{r['declared']}{failed}", seeds,
-               f"{r['chance']:.2f}", "—" if _none(r["steps"]) is None else f"{r['steps']:.0f}"]
+               f"{r['chance']:.2f}", "—" if _none(r["steps"]) is None else f"{r['steps']:.0f}",
+               f"{_fmt_s(r.get('seconds'))} / {_fmt_s(r.get('cpu_seconds'))}"]
         ) + " |")
     lines.append("")
 
@@ -257,6 +270,10 @@ def markdown(sweep: Sweep, table, *, sweeps_log=None) -> str:
     return "\n".join(lines)
 
 
+def _fmt_s(x) -> str:
+    return "—" if _none(x) is None else f"{x:.1f}"
+
+
 def _env(text) -> str:
     """The environment JSON of a sweep invocation, short."""
     import json
@@ -267,8 +284,12 @@ def _env(text) -> str:
     parts = [f"{env.get('cpus')} cpus", f"torch {env.get('torch')}"]
     if env.get("MKL_CBWR"):
         parts.append(f"MKL_CBWR={env['MKL_CBWR']}")
+    if env.get("device") not in (None, "cpu"):
+        parts.append(f"device {env['device']}" + (f" ({env['gpu']})" if env.get("gpu") else ""))
     if env.get("load_average"):
         parts.append(f"load at start {env['load_average'][0]}")
+    if env.get("load_average_end"):
+        parts.append(f"at end {env['load_average_end'][0]}")
     return ", ".join(parts)
 
 
@@ -285,7 +306,8 @@ def _none(x):
 
 def _extra_cols(table, layout) -> list[str]:
     known = {*layout.rows, layout.column, "declared", "runs", "failed", "seeds", "accuracies",
-             "max", "avg", "paper_max", "paper_avg", "diff_max", "diff_avg", "steps", "chance"}
+             "max", "avg", "paper_max", "paper_avg", "diff_max", "diff_avg", "steps", "chance",
+             "seconds", "cpu_seconds"}
     return [c for c in table.columns if c not in known]
 
 

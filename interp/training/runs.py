@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 #: TransformerLens initialisation schemes accepted by ``TrainConfig.init``.
 INITS = ("gpt2", "pytorch", "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal")
 ENGINES = ("fast", "reference")
+#: devices accepted by the trainers (``"cuda:N"`` names one GPU); see :func:`check_device`
+DEVICES = ("cpu", "cuda")
 
 
 def _is_int(x) -> bool:
@@ -142,9 +144,35 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
+def check_device(device) -> str:
+    """``device`` as a string the trainers use (``"cpu"``, ``"cuda"``, ``"cuda:N"``), or a
+    ValueError naming the bad value: an unknown device, or CUDA where this torch sees no GPU.
+
+    The device is where a run trains, not what it computes: it is not a :class:`TrainConfig`
+    field and does not enter :meth:`TrainConfig.name` (a run trained on a GPU is the same run,
+    equal to float rounding), like the number of workers or threads.
+    """
+    text = str(device) if isinstance(device, (str, torch.device)) else None
+    kind, _, index = (text or "").partition(":")
+    if kind not in DEVICES or (index and (kind != "cuda" or not index.isdigit())):
+        raise ValueError(f"device={device!r}; accepted: one of {DEVICES}, or 'cuda:N' for GPU N")
+    if kind == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if not count:
+            raise ValueError(
+                f"device={text!r}, but CUDA is not available here (torch {torch.__version__}, "
+                f"built {'with' if torch.version.cuda else 'without'} CUDA); accepted: 'cpu'"
+            )
+        if index and int(index) >= count:
+            raise ValueError(f"device={text!r}; this machine has {count} GPU(s): cuda:0..cuda:{count - 1}")
+    return text
+
+
 @dataclass
 class RunResult:
-    """What a run produced. ``status`` is ``"ok"`` or ``"failed: <reason>"``."""
+    """What a run produced. ``status`` is ``"ok"`` or ``"failed: <reason>"``; ``seconds`` is
+    wall time, ``cpu_seconds`` the process's CPU time (user + system) for the run (for a group
+    of seeds trained together, both divided among them; None where not measured)."""
 
     config: TrainConfig
     model: object  # HookedTransformer
@@ -154,6 +182,7 @@ class RunResult:
     seconds: float
     curve: list[tuple[int, float]] = field(default_factory=list)
     status: str = "ok"
+    cpu_seconds: float | None = None
 
     def metrics(self) -> dict:
         """The JSON-serialisable part (everything but the model)."""
@@ -164,6 +193,7 @@ class RunResult:
             steps=self.steps,
             final_loss=self.final_loss,
             seconds=self.seconds,
+            cpu_seconds=self.cpu_seconds,
             curve=[list(p) for p in self.curve],
             status=self.status,
         )

@@ -25,19 +25,34 @@ checkpoint     TEXT    checkpoint folder, relative to the store's folder (NULL i
 checksums      TEXT    JSON {file name: sha256 hex} of the checkpoint's files
 started_at     TEXT    ISO 8601 UTC, when training of the run's group began
 finished_at    TEXT    ISO 8601 UTC, when the row was written
-row_sha256     TEXT    sha256 of the row's other columns as canonical JSON (:func:`row_digest`)
+row_sha256     TEXT    sha256 of the columns above as canonical JSON (:func:`row_digest`)
+cpu_seconds    REAL    the training process's CPU seconds (user + system) for the run, beside
+                       ``seconds``; NULL in rows written before the column existed
+extra_sha256   TEXT    sha256 of ``name`` and the columns added since the first schema
+                       (``cpu_seconds``), :func:`extra_digest`; NULL where those are absent
 ============== ======= ==========================================================================
+
+For a group of seeds trained together (one ensemble) ``seconds`` and ``cpu_seconds`` are the
+group's divided among its seeds. Their ratio says how much of the wall time the run had a
+core for: well below 1 on a loaded machine (the sweeps log records the load average).
 
 ``sweeps`` logs each ``interp sweep`` invocation (sweep, started_at, finished_at, workers,
 runs_done, wall_seconds, outcome: ``done`` or ``interrupted: <why>``, a driver killed outright
 leaves finished_at NULL; environment: JSON of the machine facts that bear on speed and bits,
-see :func:`interp.training.sweeps.environment`), so sweep wall times are recorded beside the results.
+see :func:`interp.training.sweeps.environment`, including the device and the load average at
+the start, and ``load_average_end`` once the invocation ends), so sweep wall times are recorded
+beside the results.
 
 Integrity. :meth:`Store.put` writes ``row_sha256`` with every row; :func:`read` (hence
 ``interp report`` and ``interp analyze-sweep``) and the sweep driver recompute it and refuse a
 row whose content no longer matches with a ValueError naming the run and the store, so an
 edited or corrupted row is never used silently. Rows written before the column existed (older
 stores) have ``row_sha256`` NULL and are read *unverified*; :func:`verify` counts them.
+``row_sha256`` covers the first schema's columns only, so it means the same in every store and
+every version of this code; columns added since (``cpu_seconds``) are sealed by
+``extra_sha256``. An older store gains the new columns, NULL in its old rows, when a driver
+opens it (:func:`read` of a store not yet opened by one gives them as NaN); code older than the
+columns still reads and writes a store that has them.
 :func:`verify` with ``files=True`` also hashes each checkpoint's files against ``checksums``
 (``interp.training.checkpoints.load`` checks the weights against ``config.json`` on every load anyway).
 
@@ -80,7 +95,9 @@ CREATE TABLE IF NOT EXISTS runs (
     checksums   TEXT,
     started_at  TEXT,
     finished_at TEXT,
-    row_sha256  TEXT
+    row_sha256  TEXT,
+    cpu_seconds REAL,
+    extra_sha256 TEXT
 );
 CREATE TABLE IF NOT EXISTS sweeps (
     id           INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -100,6 +117,10 @@ RUN_COLUMNS = (
     "curve", "checkpoint", "checksums", "started_at", "finished_at",
 )  # fmt: skip
 DIGEST_COLUMN = "row_sha256"
+#: ``runs`` columns added after the first schema, with their SQL types: NULL in older rows,
+#: sealed by :data:`EXTRA_DIGEST` instead of ``row_sha256`` (:func:`extra_digest`)
+EXTRA_COLUMNS = {"cpu_seconds": "REAL"}
+EXTRA_DIGEST = "extra_sha256"
 #: the ``sweeps`` log's columns under its own ``row_sha256`` (rows of older stores: NULL)
 SWEEP_COLUMNS = ("id", "sweep", "started_at", "finished_at", "workers", "runs_done",
                  "wall_seconds", "outcome", "environment")
@@ -130,6 +151,7 @@ class RunRecord:
     curve: list = field(default_factory=list)
     started_at: str | None = None
     files: dict[str, bytes] = field(default_factory=dict, repr=False)
+    cpu_seconds: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -158,6 +180,18 @@ def row_digest(values, columns: tuple[str, ...] | None = None) -> str:
     }
     text = json.dumps(canon, sort_keys=True, separators=(",", ":"), allow_nan=True)
     return sha256(text.encode())
+
+
+def extra_digest(name: str, values) -> str:
+    """sha256 of one row's ``name`` and its :data:`EXTRA_COLUMNS` values, canonical JSON as in
+    :func:`row_digest`, NULLs left out: a column added later leaves earlier digests valid."""
+    values = list(values)
+    if len(values) != len(EXTRA_COLUMNS):
+        raise ValueError(f"extra columns {tuple(EXTRA_COLUMNS)}: {len(EXTRA_COLUMNS)} values; got {len(values)}")
+    canon = {"name": name}
+    canon.update((k, v) for k, v in zip(EXTRA_COLUMNS, values) if v is not None
+                 and not (isinstance(v, float) and math.isnan(v)))
+    return sha256(json.dumps(canon, sort_keys=True, separators=(",", ":")).encode())
 
 
 def place_checkpoint(files: dict[str, bytes], target: Path) -> dict[str, str]:
@@ -282,9 +316,11 @@ class Store:
         for column in ("outcome", "environment", DIGEST_COLUMN):  # stores older than the column
             if column not in columns:
                 self._db.execute(f"ALTER TABLE sweeps ADD COLUMN {column} TEXT")
-        if DIGEST_COLUMN not in {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}:
-            # an older store: its existing rows stay unverified (NULL), new rows get a digest
-            self._db.execute(f"ALTER TABLE runs ADD COLUMN {DIGEST_COLUMN} TEXT")
+        present = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
+        added = {DIGEST_COLUMN: "TEXT", **EXTRA_COLUMNS, EXTRA_DIGEST: "TEXT"}
+        for column, kind in added.items():  # an older store: its rows keep NULL there
+            if column not in present:
+                self._db.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     @property
@@ -323,21 +359,24 @@ class Store:
             record.status, record.accuracy, record.steps, record.final_loss, record.seconds,
             json.dumps([list(p) for p in record.curve]), rel,
             None if checksums is None else json.dumps(checksums, sort_keys=True),
-            record.started_at, now(),
+            record.started_at, now(), record.cpu_seconds,
         )  # fmt: skip
+        columns = (*RUN_COLUMNS, *EXTRA_COLUMNS)
         with self._transaction():
             self._db.execute(
-                f"INSERT OR REPLACE INTO runs ({', '.join(RUN_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
+                f"INSERT OR REPLACE INTO runs ({', '.join(columns)}) "
+                f"VALUES ({', '.join('?' * len(columns))})",
                 row,
             )
-            # the digest of the row as SQLite stored it (after its type affinities: an int
-            # accuracy reads back as a REAL, a NaN as NULL), so a reader recomputes it exactly
+            # the digests of the row as SQLite stored it (after its type affinities: an int
+            # accuracy reads back as a REAL, a NaN as NULL), so a reader recomputes them exactly
             stored = self._db.execute(
-                f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE name=?", (record.name,)
+                f"SELECT {', '.join(columns)} FROM runs WHERE name=?", (record.name,)
             ).fetchone()
+            base, extra = stored[: len(RUN_COLUMNS)], stored[len(RUN_COLUMNS):]
             self._db.execute(
-                f"UPDATE runs SET {DIGEST_COLUMN}=? WHERE name=?", (row_digest(stored), record.name)
+                f"UPDATE runs SET {DIGEST_COLUMN}=?, {EXTRA_DIGEST}=? WHERE name=?",
+                (row_digest(base), extra_digest(record.name, extra), record.name),
             )
 
     # -- sweep invocations
@@ -360,12 +399,19 @@ class Store:
                          (row_digest(stored, SWEEP_COLUMNS), sweep_id))
 
     def end_sweep(self, sweep_id: int, runs_done: int, wall_seconds: float,
-                  outcome: str = "done") -> None:
+                  outcome: str = "done", environment: dict | None = None) -> None:
+        """Record an invocation's end; ``environment`` adds keys to its environment JSON (the
+        driver adds ``load_average_end``)."""
         with self._transaction():
             self._db.execute(
                 "UPDATE sweeps SET finished_at=?, runs_done=?, wall_seconds=?, outcome=? WHERE id=?",
                 (now(), runs_done, round(wall_seconds, 3), outcome, sweep_id),
             )
+            if environment:
+                (text,) = self._db.execute("SELECT environment FROM sweeps WHERE id=?", (sweep_id,)).fetchone()
+                merged = {**json.loads(text or "{}"), **environment}
+                self._db.execute("UPDATE sweeps SET environment=? WHERE id=?",
+                                 (json.dumps(merged, sort_keys=True), sweep_id))
             self._seal_sweep(sweep_id)
 
     def _transaction(self):
@@ -432,12 +478,19 @@ def _connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
 
 
 def _verify_rows(db: sqlite3.Connection, path: Path, *, files: bool) -> dict[str, int]:
-    has_digest = DIGEST_COLUMN in {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-    digest = DIGEST_COLUMN if has_digest else "NULL"
+    present = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+    later = [c if c in present else "NULL" for c in (DIGEST_COLUMN, *EXTRA_COLUMNS, EXTRA_DIGEST)]
     counts = {"verified": 0, "unverified": 0, "files": 0}
-    query = f"SELECT {', '.join(RUN_COLUMNS)}, {digest} FROM runs ORDER BY rowid"
-    for *values, stored in db.execute(query):
+    query = f"SELECT {', '.join(RUN_COLUMNS)}, {', '.join(later)} FROM runs ORDER BY rowid"
+    n = len(RUN_COLUMNS)
+    for row in db.execute(query):
+        values, stored, extra, stored_extra = row[:n], row[n], row[n + 1 : -1], row[-1]
         name = values[0]
+        if stored_extra is not None and extra_digest(name, extra) != stored_extra:
+            raise ValueError(
+                f"run {name} in {path}: the row does not match its {EXTRA_DIGEST} (edited or "
+                f"corrupt); delete the row (DELETE FROM runs WHERE name='{name}') to retrain it"
+            )
         if stored is None:
             counts["unverified"] += 1
         elif row_digest(values) != stored:
@@ -511,7 +564,8 @@ def read(path: str | os.PathLike, *, expand: bool = True):
     raises a ValueError naming the run and the store. Rows of older stores without the
     digest are read unverified. With ``expand`` the config's fields become columns (``case``, ``n``, ``d_token``, ...;
     ``seed`` is already one), ``curve`` and ``checksums`` are parsed from JSON, and
-    ``checkpoint`` is an absolute path (or None).
+    ``checkpoint`` is an absolute path (or None). Columns newer than the store
+    (:data:`EXTRA_COLUMNS`) read as NaN.
     """
     import pandas as pd
 
@@ -520,6 +574,9 @@ def read(path: str | os.PathLike, *, expand: bool = True):
         db.execute("BEGIN")  # one snapshot for the check and the read
         _verify_rows(db, path, files=False)
         df = pd.read_sql_query("SELECT * FROM runs ORDER BY rowid", db)
+    for column in EXTRA_COLUMNS:  # a store no driver has opened since the column was added
+        if column not in df.columns:
+            df[column] = float("nan")
     if not expand or df.empty:
         return df
     configs = pd.DataFrame([json.loads(c) for c in df["config"]], index=df.index)

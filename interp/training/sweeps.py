@@ -220,11 +220,13 @@ def plan(configs: Sequence, done: dict[str, str], *, retry_failed: bool = False,
 
 
 def environment(workers: int = 1, threads: int | None = None, backend: str = "local",
-                address: str | None = None) -> dict:
+                address: str | None = None, device: str = "cpu") -> dict:
     """Facts that bear on a sweep's speed and bits, stored with each invocation.
 
     ``cpus`` and the rest describe the driver's machine; with ``backend="ray"`` the runs
     train on the Ray workers (``address``: the cluster, None for a local instance).
+    ``load_average`` is the machine's (1, 5, 15 min) load when the invocation starts; the
+    driver adds ``load_average_end`` when it ends (:func:`load_average`).
     """
     import platform
 
@@ -240,20 +242,35 @@ def environment(workers: int = 1, threads: int | None = None, backend: str = "lo
         "python": platform.python_version(),
         "machine": platform.machine(),
         "MKL_CBWR": os.environ.get("MKL_CBWR"),
-        "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+        "device": device,
+        "gpu": torch.cuda.get_device_name(device) if device != "cpu" else None,
+        "load_average": load_average(),
     }
 
 
-def check_backend(backend: str, address: str | None = None) -> None:
-    """ValueError unless ``backend`` is usable here (``"ray"``: Ray must be installed)."""
+def load_average() -> list[float] | None:
+    """This machine's load average over 1, 5 and 15 minutes (None where the OS has none)."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def check_backend(backend: str, address: str | None = None, device: str = "cpu") -> str:
+    """ValueError unless ``backend`` is usable here (``"ray"``: Ray must be installed) on
+    ``device`` (:func:`interp.training.runs.check_device`); returns the device's name."""
+    from interp.training.runs import check_device
+
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r}; accepted: one of {BACKENDS}")
     if address is not None and backend != "ray":
         raise ValueError(f"address={address!r} needs backend='ray' (--backend ray)")
+    device = check_device(device)
+    if backend == "ray" and device != "cpu":
+        raise ValueError(f"device={device!r} with backend='ray': Ray tasks ask for CPUs only; "
+                         "accepted: --device cpu with Ray, or the local backend on a GPU")
     if backend == "ray":
         from interp.training import ray_backend
 
         ray_backend.require_ray()
+    return device
 
 
 @dataclass
@@ -286,6 +303,7 @@ def run_sweep(
     retry_failed: bool = False,
     backend: str = "local",
     address: str | None = None,
+    device: str = "cpu",
     on_start: Callable[[list], None] | None = None,
     on_run: Callable[[RunRecord], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
@@ -299,6 +317,8 @@ def run_sweep(
     workers: processes in the local pool (1: train in this process); CPUs of a local Ray
              instance.
     threads: torch threads per worker (default: the cores divided among the workers; 1 on Ray).
+    device:  where the runs train (``"cpu"``, ``"cuda"``, ``"cuda:N"``; local backend only);
+             not part of a run's identity, recorded in the sweeps log's environment.
     limit, where: train at most ``limit`` runs / only configs matching ``where``.
     on_plan(runs_to_train) is called once the store's lock is held and the plan made,
     on_start(configs) when a group starts, on_run(record) after each row commits (the CLI
@@ -309,7 +329,7 @@ def run_sweep(
     cores = os.cpu_count() or 1
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads={threads!r}; accepted: an integer >= 1")
-    check_backend(backend, address)  # before anything is written
+    device = check_backend(backend, address, device)  # before anything is written
     store_path = Path(store) if store is not None else sweep.default_store
     ckpt_root = checkpoint_dir(store_path)
     configs = select(sweep.configs, where)
@@ -327,7 +347,8 @@ def run_sweep(
         elif backend == "ray":
             threads = threads or 1
         skipped = sum(1 for c in configs if c.name() in done and (done[c.name()] == "ok" or not retry_failed))
-        sweep_id = db.begin_sweep(sweep.name, workers, environment(workers, threads, backend, address))
+        sweep_id = db.begin_sweep(sweep.name, workers,
+                                  environment(workers, threads, backend, address, device))
         trained = failed = 0
 
         def commit(records: list[RunRecord]) -> None:
@@ -360,16 +381,17 @@ def run_sweep(
                 for g in groups:
                     if on_start is not None:
                         on_start(g)
-                    commit(train_records([c.to_dict() for c in g], sweep.name))
+                    commit(train_records([c.to_dict() for c in g], sweep.name, device))
             else:
-                run_pool(groups, sweep.name, min(workers, len(groups)), threads, on_start, commit)
+                run_pool(groups, sweep.name, min(workers, len(groups)), threads, on_start, commit,
+                         device)
             outcome = "done"
         except BaseException as e:
             outcome = f"interrupted: {type(e).__name__}"
             raise
         finally:
             wall = time.perf_counter() - start
-            db.end_sweep(sweep_id, trained, wall, outcome)
+            db.end_sweep(sweep_id, trained, wall, outcome, {"load_average_end": load_average()})
     return Summary(sweep=sweep.name, store=store_path, total=len(configs), skipped=skipped,
                    trained=trained, failed=failed, workers=workers, wall_seconds=round(wall, 3),
                    backend=backend, repaired=tuple(repaired))

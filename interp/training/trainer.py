@@ -29,10 +29,17 @@ for tests and the benchmark.
 ``d_mlp > 0`` gives every block a ReLU MLP after attention (the paper's Section 2 allows any
 number of MLP layers beside the k attention layers; a one-layer attention-only softmax model
 cannot learn case 5 even at n = 2, :func:`interp.theory.counterexample.find_counterexample_attention_only`).
-The fast engine computes one-layer MLP models exactly (the MLP at the final position only);
-two-layer MLP models go to the reference loop (:func:`fast_covers`), seed by seed, with the
-same data and test streams, stop rule, curve, non-finite handling and RunResult. The fast engine leaves out ``b_K``, which shifts every score of a
-query equally and so cancels in the softmax (its exact gradient is 0); it stays at its init.
+The fast engine computes every model a TrainConfig describes (one or two layers, with or
+without MLPs) exactly; nothing falls back to the reference loop. It leaves out ``b_K``, which
+shifts every score of a query equally and so cancels in the softmax (its exact gradient is 0);
+it stays at its init.
+
+Device. ``device`` (``"cpu"``, the default, or ``"cuda"``/``"cuda:N"``) says where both engines
+train: a run option, not a TrainConfig field, since it changes no result in exact arithmetic
+(run names, hence stores and checkpoints, are the same on every device;
+:func:`interp.training.runs.check_device`). Data and the initial model are made on the CPU as
+always and moved; the trained model comes back to the CPU before its test accuracy is taken
+and before it is checkpointed. Results on CUDA equal the CPU's to float rounding.
 """
 
 from __future__ import annotations
@@ -50,7 +57,8 @@ from torch import Tensor
 from interp.core import tasks
 from interp.training import fast_train
 from interp.training.runs import (  # noqa: F401 - TrainConfig, RunResult, ... stay importable from here
-    ENGINES, INITS, RunResult, TrainConfig, evaluate_accuracy, generator, init_model, stream_seed, trainable,
+    DEVICES, ENGINES, INITS, RunResult, TrainConfig, check_device, evaluate_accuracy, generator, init_model,
+    stream_seed, trainable,
 )
 
 log = logging.getLogger(__name__)
@@ -66,13 +74,16 @@ def _should_record(step: int, config: TrainConfig) -> bool:
     return step == 1 or step % config.curve_every == 0
 
 
-def train_reference(config: TrainConfig, model=None) -> RunResult:
+def train_reference(config: TrainConfig, model=None, *, device: str = "cpu") -> RunResult:
     """The plain TransformerLens loop (ground truth for tests and the benchmark).
 
-    ``model`` (optional) is trained in place instead of a fresh ``init_model(config)``.
+    ``model`` (optional) is trained in place instead of a fresh ``init_model(config)``, on
+    ``device``; the result's model is on the CPU.
     """
-    start = time.perf_counter()
+    device = check_device(device)
+    start, cpu_start = time.perf_counter(), time.process_time()
     model = init_model(config) if model is None else model
+    model.to(device, print_details=False)
     opt = torch.optim.Adam(trainable(model), lr=config.lr)
     g = generator(config.seed, "train")
     curve: list[tuple[int, float]] = []
@@ -81,6 +92,7 @@ def train_reference(config: TrainConfig, model=None) -> RunResult:
         tokens, answers = tasks.sample(
             config.case, config.n, config.batch_size, generator=g, function=config.function
         )
+        tokens, answers = tokens.to(device), answers.to(device)
         loss = F.cross_entropy(final_logits_reference(model, tokens), answers)
         loss_value = loss.item()
         if not math.isfinite(loss_value):
@@ -96,10 +108,12 @@ def train_reference(config: TrainConfig, model=None) -> RunResult:
             curve.append((step, loss_value))
         if stop:
             break
+    model.to("cpu", print_details=False)  # evaluated and checkpointed on the CPU
     accuracy = evaluate_accuracy(model, config)
     return RunResult(
         config=config, model=model, accuracy=accuracy, steps=step, final_loss=loss_value,
         seconds=time.perf_counter() - start, curve=curve, status=status,
+        cpu_seconds=time.process_time() - cpu_start,
     )
 
 
@@ -121,22 +135,25 @@ def one_thread():
         torch.set_num_threads(before)
 
 
-def train(config: TrainConfig, *, engine: str = "fast") -> RunResult:
-    """Train one run with the paper's protocol; returns the trained model and its metrics."""
+def train(config: TrainConfig, *, engine: str = "fast", device: str = "cpu") -> RunResult:
+    """Train one run with the paper's protocol; returns the trained model (on the CPU) and its
+    metrics. ``device``: where it trains (see the module docstring)."""
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r}; accepted: one of {ENGINES}")
     if not isinstance(config, TrainConfig):
         raise ValueError(f"config is a {type(config).__name__}; accepted: a TrainConfig")
+    device = check_device(device)
     if engine == "reference":
         with one_thread():
-            return train_reference(config)
-    return train_group([config])[0]
+            return train_reference(config, device=device)
+    return train_group([config], device=device)[0]
 
 
-def train_group(configs: list[TrainConfig], *, engine: str = "fast") -> list[RunResult]:
+def train_group(configs: list[TrainConfig], *, engine: str = "fast", device: str = "cpu") -> list[RunResult]:
     """Train runs that differ only in ``seed`` (e.g. the 5 seeds of a table cell).
 
-    The result for each seed is the one :func:`train` gives for that seed alone, bit for bit.
+    The result for each seed is the one :func:`train` gives for that seed alone, bit for bit
+    on the CPU (to float rounding on CUDA, where the seeds are always stacked).
     The seeds share one loop (:class:`interp.training.fast_train.Ensemble`) and each stops on its own;
     they are stacked into batched products when ``MKL_CBWR`` was set before the process
     started (about 2x faster for one-layer models), else computed one after the other.
@@ -159,14 +176,8 @@ def train_group(configs: list[TrainConfig], *, engine: str = "fast") -> list[Run
         raise ValueError(f"train_group got repeated seeds {seeds}; accepted: distinct seeds")
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r}; accepted: one of {ENGINES}")
+    device = check_device(device)
     with one_thread():
-        if engine == "reference" or not fast_covers(configs[0]):
-            return [train_reference(c) for c in configs]
-        return fast_train.train_ensemble(configs)
-
-
-def fast_covers(config: TrainConfig) -> bool:
-    """Whether the fast engine computes this config's model: every attention-only model, and
-    one-layer models with an MLP (the MLP at the final position). Two layers with an MLP train
-    with the plain TransformerLens loop (:func:`train_reference`), seed by seed."""
-    return config.d_mlp == 0 or config.n_layers == 1
+        if engine == "reference":
+            return [train_reference(c, device=device) for c in configs]
+        return fast_train.train_ensemble(configs, device=device)

@@ -38,19 +38,20 @@ def cost(group: Sequence) -> float:
     return len(group) * tasks.seq_len(c.case, c.n) * d_model * c.n_layers ** 2
 
 
-def train_records(config_dicts: list[dict], sweep: str) -> list[RunRecord]:
-    """Train one group of seeds and return plain records (the worker's whole job).
+def train_records(config_dicts: list[dict], sweep: str, device: str = "cpu") -> list[RunRecord]:
+    """Train one group of seeds on ``device`` and return plain records (the worker's whole job).
 
     Runs in a worker process (or in the driver when ``workers=1``); writes nothing but a
     temporary directory of its own. An exception in the trainer marks every run of the group
-    ``"failed: <reason>"`` so the sweep goes on.
+    ``"failed: <reason>"`` so the sweep goes on. Each record carries the run's wall and process
+    CPU seconds as the trainer measured them (the group's, divided among its seeds).
     """
     from interp.training import checkpoints, trainer as training
 
     configs = [training.TrainConfig.from_dict(d) for d in config_dicts]
     started = store_mod.now()
     try:
-        results = training.train_group(configs)
+        results = training.train_group(configs, device=device)
     except Exception as e:  # noqa: BLE001 - recorded in the store, reported by the driver
         log.exception("training %s failed", describe(configs[0]))
         return [
@@ -71,6 +72,7 @@ def train_records(config_dicts: list[dict], sweep: str) -> list[RunRecord]:
                 accuracy=float(r.accuracy), steps=int(r.steps), final_loss=float(r.final_loss),
                 seconds=float(r.seconds), curve=[[int(s), float(l)] for s, l in r.curve],
                 started_at=started, files=files,
+                cpu_seconds=None if r.cpu_seconds is None else float(r.cpu_seconds),
             )
         )
     return records
@@ -157,8 +159,9 @@ def schedule(
             commit(result(future))
 
 
-def run_pool(groups, sweep_name, workers, threads, on_start, commit) -> None:
-    """The local backend: :func:`schedule` over a process pool of ``workers`` processes."""
+def run_pool(groups, sweep_name, workers, threads, on_start, commit, device: str = "cpu") -> None:
+    """The local backend: :func:`schedule` over a process pool of ``workers`` processes (on
+    CUDA they share the GPU, each with its own CUDA context)."""
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -175,7 +178,7 @@ def run_pool(groups, sweep_name, workers, threads, on_start, commit) -> None:
     try:
         schedule(
             groups, workers,
-            submit=lambda g: pool.submit(train_records, [c.to_dict() for c in g], sweep_name),
+            submit=lambda g: pool.submit(train_records, [c.to_dict() for c in g], sweep_name, device),
             wait_any=lambda futures: wait(futures, return_when=FIRST_COMPLETED)[0],
             result=lambda future: future.result(),
             on_start=on_start, commit=commit,

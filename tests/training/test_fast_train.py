@@ -166,7 +166,7 @@ def test_ensemble_seeds_equal_seeds_trained_alone():
 
 def test_batched_ensemble_is_exact_when_mkl_is_reproducible():
     """A stacked [seed, ...] ensemble gives each seed its solo bits under MKL_CBWR (subprocess):
-    two layers, and one layer with seeds that stop at different steps."""
+    two layers without and with MLPs, and one layer with seeds that stop at different steps."""
     code = (
         "from interp.training import fast_train as ft\n"
         "from interp.training.trainer import TrainConfig, train, train_group\n"
@@ -175,7 +175,8 @@ def test_batched_ensemble_is_exact_when_mkl_is_reproducible():
         " eval_batches=1, batch_size=32) for s in range(3)]\n"
         "stops = [TrainConfig(case=2, n=3, d_token=4, lr=0.01, max_steps=120, stop_loss=0.1,"
         " eval_batches=2, batch_size=64, seed=s) for s in range(3)]\n"
-        "for cs in (two, stops):\n"
+        "mlp = [c.replace(d_mlp=12, max_steps=20) for c in two]\n"
+        "for cs in (two, mlp, stops):\n"
         "    e = ft.Ensemble(cs, batched=True)\n"
         "    while not e.done: e.step()\n"
         "    results = e.results()\n"
@@ -223,15 +224,61 @@ def test_one_layer_mlp_logits_and_gradients_match_transformer_lens(case, pos_emb
     assert ref_grads["blocks.0.mlp.W_in"].abs().sum() > 0  # the MLP is on the gradient path
 
 
-def test_refuses_two_layers_with_an_mlp():
-    model = init_model(TrainConfig(case=5, n=3, d_token=4, n_layers=2, d_mlp=8))
-    with pytest.raises(ValueError, match="an MLP with n_layers=2"):
-        ft.check_model(model)
+@pytest.mark.parametrize("case,pos_embed", list(itertools.product(tasks.CASES, ("learned", "none"))))
+@pytest.mark.parametrize("d_token", [3, 8])
+def test_two_layer_mlp_logits_and_gradients_match_transformer_lens(case, pos_embed, d_token):
+    """Layer 0's MLP at every position, the last layer's at the final one: every logit and
+    gradient (both MLPs' included) as TransformerLens's own forward/backward gives them."""
+    config = TrainConfig(case=case, n=6, d_token=d_token, n_layers=2, pos_embed=pos_embed, d_mlp=10)
+    ref_grads = _assert_fast_path_matches_transformer_lens(_perturbed(config), case, 6)
+    assert ref_grads["blocks.0.mlp.W_in"].abs().sum() > 0  # both MLPs are on the gradient path
+    assert ref_grads["blocks.1.mlp.W_in"].abs().sum() > 0
+
+
+@pytest.mark.parametrize("case,pos_embed", [(1, "learned"), (2, "none"), (3, "learned"), (4, "none"), (5, "learned")])
+def test_two_layer_mlp_is_exact_in_float64(case, pos_embed):
+    """The regrouping is the same function, not an approximation: in float64, with PyTorch's
+    larger init (logits of tens), logits and gradients agree with TransformerLens to 1e-10."""
+    config = TrainConfig(case=case, n=6, d_token=8, n_layers=2, pos_embed=pos_embed, d_mlp=12,
+                         init="pytorch")
+    model = init_model(config).to(torch.float64, print_details=False)
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for p in trainable(model):
+            p.add_(0.3 * torch.randn(p.shape, generator=g, dtype=torch.float64))
+    tokens, answers = tasks.sample(case, 6, 32, generator=torch.Generator().manual_seed(2))
+    ref_logits = model(tokens)[:, -1]
+    F.cross_entropy(ref_logits, answers).backward()
+    ref = {k: p.grad.clone() for k, p in model.named_parameters() if p.requires_grad}
+    model.zero_grad(set_to_none=True)
+    logits = ft.model_final_logits(model, tokens)
+    F.cross_entropy(logits, answers).backward()
+    assert ref_logits.abs().max() > 5  # large values: rounding would show at 1e-10
+    torch.testing.assert_close(logits, ref_logits, atol=1e-10, rtol=0)
+    for name, p in model.named_parameters():
+        if p.requires_grad and not name.endswith("b_K"):  # b_K: exact gradient 0, left out
+            torch.testing.assert_close(p.grad, ref[name], atol=1e-10, rtol=0, msg=name)
 
 
 def test_mlp_100_steps_follow_the_plain_loop_and_seeds_group_exactly():
     config = TrainConfig(case=5, n=4, d_token=8, d_mlp=16, init="pytorch", max_steps=100,
                          stop_loss=0.0, curve_every=1, eval_batches=1, batch_size=64)
+    ref_losses, ref_model = _plain_loop(config, 100)
+    result = train(config)
+    torch.testing.assert_close(
+        torch.tensor([v for _, v in result.curve]), torch.tensor(ref_losses), atol=1e-4, rtol=0
+    )
+    for (name, p), q in zip(result.model.named_parameters(), ref_model.parameters(), strict=True):
+        if not name.endswith("b_K"):  # exact gradient 0: the plain loop random-walks it
+            torch.testing.assert_close(p, q, atol=1e-3, rtol=0, msg=name)
+    short = [config.replace(max_steps=30, seed=s) for s in range(2)]
+    for r in train_group(short):
+        _assert_same_runs(r, train(r.config))
+
+
+def test_two_layer_mlp_100_steps_follow_the_plain_loop_and_seeds_group_exactly():
+    config = TrainConfig(case=5, n=4, d_token=8, n_layers=2, d_mlp=16, init="pytorch",
+                         max_steps=100, stop_loss=0.0, curve_every=1, eval_batches=1, batch_size=64)
     ref_losses, ref_model = _plain_loop(config, 100)
     result = train(config)
     torch.testing.assert_close(

@@ -59,12 +59,13 @@ def filled(tmp_path):
             if acc is not None:
                 db.put(RunRecord(name=c.name(), sweep="two", config=c.to_dict(), seed=c.seed,
                                  status="ok", accuracy=acc, steps=100 * (c.seed + 1),
-                                 final_loss=0.1, seconds=1.0, curve=[[1, 4.6]]))
+                                 final_loss=0.1, seconds=1.0, curve=[[1, 4.6]],
+                                 cpu_seconds=None if c.case == 4 else 0.5 * (c.seed + 1)))
         stray = sw.configs[0].replace(n=7)  # another sweep's run in the same store: ignored
         db.put(RunRecord(name=stray.name(), sweep="other", config=stray.to_dict(), seed=0,
                          status="ok", accuracy=0.0, steps=1, final_loss=1.0, seconds=1.0))
-        i = db.begin_sweep("two", 2)
-        db.end_sweep(i, runs_done=8, wall_seconds=61.0)
+        i = db.begin_sweep("two", 2, {"cpus": 2, "torch": "2", "load_average": [1.5, 1, 1]})
+        db.end_sweep(i, runs_done=8, wall_seconds=61.0, environment={"load_average_end": [2.5, 2, 1]})
     return sw
 
 
@@ -88,6 +89,8 @@ def test_cells_match_hand_computed_stats_and_the_paper(filled):
     first = table.iloc[0]
     assert first["max"] == pytest.approx(100.0) and first["avg"] == pytest.approx(160 / 3)
     assert first["steps"] == pytest.approx(200)
+    assert (first["seconds"], first["cpu_seconds"]) == (1.0, pytest.approx(1.0))  # 0.5, 1, 1.5
+    assert math.isnan(table.iloc[3]["cpu_seconds"])  # case 4: no CPU time recorded
 
 
 def test_markdown_has_the_layout_the_paper_numbers_and_what_is_missing(filled):
@@ -105,9 +108,12 @@ def test_markdown_has_the_layout_the_paper_numbers_and_what_is_missing(filled):
     assert f"99.00* / {pmax:.2f} ({99 - pmax:+.2f})" in text  # partial cell marked
     pmax, pavg, _ = paper[(4, "none", 2)]
     assert f"— / {pmax:.2f}" in text and f"— / {pavg:.2f}" in text  # missing cell
-    assert "| 1 | learned | none | 2 | 3/3 | 0: 10.00, 1: 50.00, 2: 100.00 | 1.00 | 200 |" in text
-    assert "| 4 | none | ordered | 2 | 0/3 | — | 1.00 | — |" in text
+    assert "| 1 | learned | none | 2 | 3/3 | 0: 10.00, 1: 50.00, 2: 100.00 | 1.00 | 200 | 1.0 / 1.0 |" in text
+    assert "| 1 | learned | none | 8 | 2/3 | 0: 99.00, 2: 97.00 | 1.00 | 200 | 1.0 / 1.0 |" in text
+    assert "| 4 | none | ordered | 2 | 0/3 | — | 1.00 | — | — / — |" in text
+    assert "| 4 | none | ordered | 8 | 3/3 | 0: 1.00, 1: 1.00, 2: 1.00 | 1.00 | 200 | 1.0 / — |" in text
     assert "Total wall time: 61 s" in text
+    assert "2 cpus, torch 2, load at start 1.5, at end 2.5 |" in text
     png = written.violins.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 

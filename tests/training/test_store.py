@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sqlite3
 
 import pytest
@@ -28,7 +29,7 @@ def test_put_and_read_round_trip(tmp_path):
     path = tmp_path / "r" / "store.sqlite"
     ckpt = tmp_path / "r" / "checkpoints" / "abc123"
     with Store(path) as db:
-        db.put(record(), ckpt, {"model.safetensors": "ff" * 32})
+        db.put(record(cpu_seconds=1.25), ckpt, {"model.safetensors": "ff" * 32})
         db.put(record("def456", seed=1, accuracy=None, status="failed: nan"))
         assert db.statuses() == {"abc123": "ok", "def456": "failed: nan"}
     df = store.read(path)
@@ -36,6 +37,7 @@ def test_put_and_read_round_trip(tmp_path):
     a = df.iloc[0]
     assert (a["case"], a["n"], a["d_token"], a["pos_embed"], a["seed"], a["lr"]) == (3, 10, 8, "none", 0, 1e-3)
     assert (a["accuracy"], a["steps"], a["final_loss"], a["seconds"]) == (0.5, 120, 0.25, 1.5)
+    assert a["cpu_seconds"] == 1.25 and math.isnan(df.iloc[1]["cpu_seconds"])  # not measured: NULL
     assert a["curve"] == [[1, 2.3], [50, 0.7], [120, 0.25]]
     assert a["checkpoint"] == str(ckpt.resolve()) and a["checksums"] == {"model.safetensors": "ff" * 32}
     assert a["started_at"] == "2025-01-01T00:00:00+00:00" and a["finished_at"] >= a["started_at"]
@@ -88,13 +90,14 @@ def test_sweep_log_and_errors(tmp_path):
     path = tmp_path / "store.sqlite"
     with Store(path) as db:
         i = db.begin_sweep("demo", workers=2, environment={"cpus": 2, "MKL_CBWR": "AUTO"})
-        db.end_sweep(i, runs_done=5, wall_seconds=12.3456)
+        db.end_sweep(i, runs_done=5, wall_seconds=12.3456, environment={"load_average_end": [3.5, 2, 1]})
         db.begin_sweep("demo", workers=1)  # never ended: a killed invocation
-    log = store.read_sweeps(path)
+    log = store.read_sweeps(path)  # (its checksum covers the environment added at the end)
     assert list(log["runs_done"]) == [5, 0] and log.iloc[0]["wall_seconds"] == 12.346
     assert log["finished_at"].isna().tolist() == [False, True]
     assert log.iloc[0]["outcome"] == "done"
-    assert json.loads(log.iloc[0]["environment"]) == {"cpus": 2, "MKL_CBWR": "AUTO"}
+    assert json.loads(log.iloc[0]["environment"]) == {
+        "cpus": 2, "MKL_CBWR": "AUTO", "load_average_end": [3.5, 2, 1]}
     with pytest.raises(ValueError, match="no results store"):
         store.read(tmp_path / "missing.sqlite")
     with sqlite3.connect(path) as raw:
@@ -118,7 +121,7 @@ def test_one_driver_per_store(tmp_path):
 
 def test_row_digest_is_sha256_of_the_stored_row_as_canonical_json(tmp_path):
     path = tmp_path / "store.sqlite"
-    rec = record(accuracy=1)
+    rec = record(accuracy=1, cpu_seconds=2)
     rec.final_loss = float("nan")
     with Store(path) as db:  # an int accuracy and a NaN loss: SQLite stores 1.0 and NULL
         db.put(rec)
@@ -126,6 +129,11 @@ def test_row_digest_is_sha256_of_the_stored_row_as_canonical_json(tmp_path):
         raw.row_factory = sqlite3.Row
         row = dict(raw.execute("SELECT * FROM runs").fetchone())
     digest = row.pop("row_sha256")
+    # columns added after the first schema are sealed apart, with the run's name
+    extra = {"name": row["name"], "cpu_seconds": row.pop("cpu_seconds")}
+    assert extra["cpu_seconds"] == 2.0 and isinstance(extra["cpu_seconds"], float)
+    text = json.dumps(extra, sort_keys=True, separators=(",", ":"))
+    assert row.pop("extra_sha256") == hashlib.sha256(text.encode()).hexdigest()
     assert row["accuracy"] == 1.0 and isinstance(row["accuracy"], float) and row["final_loss"] is None
     text = json.dumps(row, sort_keys=True, separators=(",", ":"))
     assert digest == hashlib.sha256(text.encode()).hexdigest()
@@ -153,10 +161,14 @@ def test_a_tampered_row_is_refused_naming_the_run_and_the_store(tmp_path, column
         db.verify()  # what the sweep driver checks before planning
 
 
+#: the runs table as the first schema had it (before cpu_seconds and extra_sha256)
+FIRST_SCHEMA = store._SCHEMA.replace(",\n    cpu_seconds REAL,\n    extra_sha256 TEXT", "")
+
+
 def test_an_older_store_without_digests_reads_unverified_and_migrates(tmp_path):
     path = tmp_path / "old.sqlite"
-    old_schema = store._SCHEMA.replace(",\n    row_sha256  TEXT", "")
-    assert "row_sha256" not in old_schema
+    old_schema = FIRST_SCHEMA.replace(",\n    row_sha256  TEXT", "")
+    assert "row_sha256" not in old_schema and "cpu_seconds" not in old_schema
     with sqlite3.connect(path) as raw:
         raw.executescript(old_schema)
         raw.execute("INSERT INTO runs (name, sweep, config, seed, status, accuracy) VALUES "
@@ -167,6 +179,48 @@ def test_an_older_store_without_digests_reads_unverified_and_migrates(tmp_path):
         db.put(record("new1"))
     assert store.verify(path) == {"verified": 1, "unverified": 1, "files": 0}
     assert list(store.read(path)["name"]) == ["old1", "new1"]
+
+
+def _put_as_the_first_schema_did(raw, rec):
+    """A row as the code before cpu_seconds wrote it: RUN_COLUMNS and their row_sha256 only."""
+    values = (rec.name, rec.sweep, json.dumps(rec.config, sort_keys=True), rec.seed, rec.status,
+              rec.accuracy, rec.steps, rec.final_loss, rec.seconds,
+              json.dumps([list(p) for p in rec.curve]), None, None, rec.started_at, store.now())
+    raw.execute(f"INSERT OR REPLACE INTO runs ({', '.join(store.RUN_COLUMNS)}, row_sha256) "
+                f"VALUES ({', '.join('?' * 15)})", (*values, store.row_digest(values)))
+
+
+def test_a_store_from_before_cpu_seconds_reads_as_nan_gains_the_column_and_stays_verified(tmp_path):
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as raw:
+        raw.executescript(FIRST_SCHEMA)
+        _put_as_the_first_schema_did(raw, record("old1"))
+    assert store.verify(path) == {"verified": 1, "unverified": 0, "files": 0}
+    df = store.read(path)  # read-only: the column is missing on disk and reads as NaN
+    assert "cpu_seconds" in df.columns and math.isnan(df.iloc[0]["cpu_seconds"])
+    with sqlite3.connect(path) as raw:
+        assert "cpu_seconds" not in {r[1] for r in raw.execute("PRAGMA table_info(runs)")}
+    with Store(path) as db:  # a driver migrates in place by adding columns
+        db.put(record("new1", seed=1, cpu_seconds=0.75))
+    with sqlite3.connect(path) as raw:
+        columns = [r[1] for r in raw.execute("PRAGMA table_info(runs)")]
+        assert columns[-2:] == ["cpu_seconds", "extra_sha256"]
+        _put_as_the_first_schema_did(raw, record("old2", seed=2))  # older code still writes it
+    assert store.verify(path) == {"verified": 3, "unverified": 0, "files": 0}
+    df = store.read(path).set_index("name")
+    assert df.loc["new1", "cpu_seconds"] == 0.75
+    assert df.loc[["old1", "old2"], "cpu_seconds"].isna().all()
+
+
+@pytest.mark.parametrize("value", [9.0, None])
+def test_a_tampered_cpu_seconds_is_refused(tmp_path, value):
+    path = tmp_path / "store.sqlite"
+    with Store(path) as db:
+        db.put(record("abc123", cpu_seconds=1.5))
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE runs SET cpu_seconds=? WHERE name='abc123'", (value,))
+    with pytest.raises(ValueError, match=r"run abc123 in .*: the row does not match its extra_sha256"):
+        store.read(path)
 
 
 def test_verify_files_finds_a_truncated_checkpoint_naming_the_run_and_file(tmp_path):

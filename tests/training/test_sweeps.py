@@ -136,6 +136,26 @@ def test_cli_reports_a_bad_config_before_training(tmp_path, capsys, calls):
     assert calls == [] and not (folder / "results").exists()
 
 
+@pytest.mark.parametrize("device, message", [
+    ("tpu", "device='tpu'; accepted: one of ('cpu', 'cuda')"),
+    ("cuda:one", "device='cuda:one'; accepted"),
+    ("cuda", "CUDA is not available here"),
+])
+def test_cli_refuses_a_bad_device_before_anything(tmp_path, capsys, calls, device, message):
+    import torch
+
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("CUDA is available here: --device cuda is accepted")
+    folder = make_sweep(tmp_path)
+    assert cli.main(["sweep", str(folder), "--device", device]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert calls == [] and not (folder / "results").exists()
+    with pytest.raises(ValueError, match="device="):
+        sweeps.run_sweep(sweeps.load(folder), device=device)
+    assert not (folder / "results").exists()
+
+
 # --------------------------------------------------------------------------- planning
 
 
@@ -181,6 +201,7 @@ def test_sweep_stores_runs_and_resume_trains_only_what_is_missing(tmp_path, call
     assert (third.trained, third.skipped) == (0, 4) and len(calls) == 3
 
     df = store.read(sw.default_store).set_index("name")
+
     assert sorted(df.index) == sorted(c.name() for c in sw.configs)  # one row each, no duplicates
     for name in before.index:  # finished rows were not rewritten
         assert df.loc[name, "finished_at"] == before.loc[name, "finished_at"]
@@ -188,6 +209,10 @@ def test_sweep_stores_runs_and_resume_trains_only_what_is_missing(tmp_path, call
     log = store.read_sweeps(sw.default_store)
     assert list(log["runs_done"]) == [3, 1, 0] and log["wall_seconds"].notna().all()
     assert list(log["outcome"]) == ["done"] * 3
+    for text in log["environment"]:  # the machine's load at both ends of each invocation
+        env = json.loads(text)
+        assert env["device"] == "cpu" and len(env["load_average"]) == len(env["load_average_end"]) == 3
+    assert (df["cpu_seconds"] > 0).all()  # process CPU seconds beside wall seconds, per run
 
     for c in sw.configs:  # each row matches its config and its checkpoint
         row = df.loc[c.name()]
@@ -266,6 +291,22 @@ def test_pool_of_two_workers_gives_the_in_process_results(tmp_path):
     assert list(a["accuracy"]) == list(b["accuracy"]) and list(a["steps"]) == list(b["steps"])
     assert list(a["final_loss"]) == list(b["final_loss"])
     assert [x["model.safetensors"] for x in a["checksums"]] == [x["model.safetensors"] for x in b["checksums"]]
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(),
+                    reason="CUDA is not available here: the sweep on a GPU runs only where one is present")
+def test_a_sweep_on_cuda_stores_the_cpu_sweeps_results_to_float_rounding(tmp_path):
+    sw = sweeps.load(make_sweep(tmp_path))
+    sweeps.run_sweep(sw, store=tmp_path / "cpu" / "store.sqlite")
+    assert cli.main(["sweep", str(sw.root), "--device", "cuda", "--store", str(tmp_path / "gpu" / "store.sqlite")]) == 0
+    a = store.read(tmp_path / "cpu" / "store.sqlite").set_index("name").sort_index()
+    b = store.read(tmp_path / "gpu" / "store.sqlite").set_index("name").sort_index()
+    assert list(a.index) == list(b.index) and list(a["steps"]) == list(b["steps"])  # same run names
+    assert (abs(a["final_loss"] - b["final_loss"]) < 1e-3).all()
+    assert (abs(a["accuracy"] - b["accuracy"]) <= 0.02).all()
+    assert json.loads(store.read_sweeps(tmp_path / "gpu" / "store.sqlite").iloc[0]["environment"])["device"] == "cuda"
+    for path in b["checkpoint"]:  # saved from CPU tensors, loadable anywhere
+        checkpoints.load(path)
 
 
 def test_cli_sweep_runs_and_prints_a_summary(tmp_path, capsys):

@@ -130,6 +130,8 @@ def test_result_fields_and_curve_sampling():
     cfg = r.config  # accuracy is a count over the finite test stream, not any number in [0, 1]
     correct = r.accuracy * cfg.eval_batches * cfg.batch_size
     assert correct == round(correct) and 0 <= correct <= cfg.eval_batches * cfg.batch_size and r.seconds > 0
+    assert r.cpu_seconds > 0 and r.metrics()["cpu_seconds"] == r.cpu_seconds
+    assert train(_tiny(max_steps=3), engine="reference").cpu_seconds > 0
     assert r.model.cfg.d_model == 8 and r.model.cfg.d_head == 8  # d_model = 2 d_token, d_head = d_model
 
 
@@ -272,18 +274,111 @@ def test_one_layer_with_an_mlp_learns_case_5_at_n_2():
     assert found.predicted != found.expected
 
 
-def test_two_layers_with_an_mlp_train_with_the_plain_loop():
-    """The fast engine covers one-layer MLP models only; two-layer ones go to the reference
-    loop, seed by seed, and train_group gives each seed what the reference engine gives."""
-    from interp.training.trainer import fast_covers
+def test_two_layers_with_an_mlp_train_with_the_fast_engine(monkeypatch):
+    """Nothing falls back to the plain loop: train_group trains two-layer MLP models as a fast
+    ensemble, and each seed follows what the reference engine gives it (to float rounding)."""
+    from interp.training import trainer as trainer_mod
 
-    configs = [_tiny(case=5, n=3, n_layers=2, d_mlp=8, max_steps=10, eval_batches=1, seed=s)
-               for s in range(2)]
-    assert not fast_covers(configs[0]) and fast_covers(configs[0].replace(n_layers=1))
-    group = train_group(configs)
-    for r in group:
-        ref = train(r.config, engine="reference")
-        assert (r.steps, r.curve, r.accuracy, r.status) == (ref.steps, ref.curve, ref.accuracy, ref.status)
-        for p, q in zip(r.model.state_dict().values(), ref.model.state_dict().values(), strict=True):
-            assert torch.equal(p, q)
+    configs = [_tiny(case=5, n=3, n_layers=2, d_mlp=8, max_steps=10, eval_batches=1, seed=s,
+                     curve_every=1) for s in range(2)]
+    reference = [train(c, engine="reference") for c in configs]
+
+    def no_fallback(*a, **k):
+        raise AssertionError("train_group fell back to the plain TransformerLens loop")
+
+    monkeypatch.setattr(trainer_mod, "train_reference", no_fallback)
+    for r, ref in zip(train_group(configs), reference, strict=True):
+        assert (r.steps, r.status) == (ref.steps, ref.status)
+        torch.testing.assert_close(torch.tensor(r.curve), torch.tensor(ref.curve), atol=1e-5, rtol=0)
+        for (name, p), q in zip(r.model.named_parameters(), ref.model.parameters(), strict=True):
+            if not name.endswith("b_K"):  # the fast engine leaves it out (exact gradient 0)
+                torch.testing.assert_close(p, q, atol=1e-4, rtol=0, msg=name)
         assert r.model.blocks[1].mlp.W_in.shape == (4, 8)  # [d_model, d_mlp]
+
+
+# --------------------------------------------------------------------------- devices
+
+BAD_DEVICES = ["tpu", "cuda:x", "cpu:0", "", "gpu", 3, None]
+
+
+@pytest.mark.parametrize("device", BAD_DEVICES)
+def test_bad_devices_are_refused_before_training(device, monkeypatch):
+    from interp.training import fast_train
+    from interp.training import trainer as trainer_mod
+
+    def no_work(*a, **k):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(trainer_mod, "train_reference", no_work)
+    monkeypatch.setattr(fast_train, "train_ensemble", no_work)
+    for engine in ("fast", "reference"):
+        with pytest.raises(ValueError, match=r"^device=.*accepted: one of \('cpu', 'cuda'\)"):
+            train(_tiny(), engine=engine, device=device)
+        with pytest.raises(ValueError, match=r"^device="):
+            train_group([_tiny()], engine=engine, device=device)
+
+
+def test_cuda_without_a_gpu_is_refused_naming_it():
+    from interp.training.runs import check_device
+
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"device='cuda:99'; this machine has \d+ GPU"):
+            check_device("cuda:99")
+        pytest.skip(f"CUDA is available here ({torch.cuda.get_device_name()}): the refusal "
+                    "of 'cuda' is for machines without it")
+    for device in ("cuda", "cuda:0", torch.device("cuda")):
+        with pytest.raises(ValueError, match=r"CUDA is not available here .* accepted: 'cpu'"):
+            train(_tiny(), device=device)
+    assert check_device("cpu") == check_device(torch.device("cpu")) == "cpu"
+
+
+CUDA_ONLY = pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason=f"CUDA is not available here (torch {torch.__version__}): CPU/CUDA equality is "
+    "checked only where a GPU is present",
+)
+
+
+@CUDA_ONLY
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+@pytest.mark.parametrize("kw", [
+    dict(case=3, n=6, d_token=4, pos_embed="none"),
+    dict(case=2, n=5, d_token=4, d_mlp=8),
+    dict(case=5, n=4, d_token=8, n_layers=2),
+    dict(case=5, n=4, d_token=8, n_layers=2, d_mlp=16, init="pytorch"),
+])
+def test_cuda_results_equal_cpu_results(engine, kw):
+    """Both engines on CUDA: the same curves, weights and accuracy as on the CPU, to float
+    rounding; the models come back on the CPU (checkpoints are saved from CPU tensors)."""
+    configs = [_tiny(**kw, seed=s, max_steps=50, stop_loss=0.0, curve_every=1, eval_batches=2)
+               for s in range(2)]
+    on_cpu = train_group(configs, engine=engine)
+    on_gpu = train_group(configs, engine=engine, device="cuda")
+    for a, b in zip(on_cpu, on_gpu, strict=True):
+        assert (b.status, b.steps) == (a.status, a.steps) and b.cpu_seconds > 0
+        torch.testing.assert_close(torch.tensor(b.curve), torch.tensor(a.curve), atol=1e-4, rtol=0)
+        for (name, p), q in zip(a.model.named_parameters(), b.model.parameters(), strict=True):
+            assert q.device.type == "cpu"
+            if not name.endswith("b_K"):  # rounding noise in the plain loop's gradient
+                torch.testing.assert_close(q, p, atol=1e-3, rtol=0, msg=name)
+        assert abs(a.accuracy - b.accuracy) <= 0.02
+
+
+@CUDA_ONLY
+def test_fast_path_on_cuda_matches_transformer_lens_on_cuda():
+    from interp.training import fast_train as ft
+
+    config = _tiny(case=5, n=6, d_token=8, n_layers=2, d_mlp=10)
+    model = init_model(config).to("cuda", print_details=False)
+    tokens, answers = tasks.sample(5, 6, 32, generator=torch.Generator().manual_seed(1))
+    tokens, answers = tokens.cuda(), answers.cuda()
+    ref = model(tokens)[:, -1]
+    F.cross_entropy(ref, answers).backward()
+    ref_grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.requires_grad}
+    model.zero_grad(set_to_none=True)
+    logits = ft.model_final_logits(model, tokens)
+    F.cross_entropy(logits, answers).backward()
+    torch.testing.assert_close(logits, ref, atol=1e-5, rtol=0)
+    for name, p in model.named_parameters():
+        if p.requires_grad and not name.endswith("b_K"):
+            torch.testing.assert_close(p.grad, ref_grads[name], atol=1e-5, rtol=0, msg=name)
