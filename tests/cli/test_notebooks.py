@@ -1,6 +1,13 @@
-"""The notebooks run end to end (nbclient + ipykernel, INTERP_QUICK=1) and are stored clean."""
+"""The notebooks: committed executed, with small outputs (circuitsvis's 1.3 MB script left out,
+see interp/inspect/notebook.py) and no machine paths; they run end to end (nbclient +
+ipykernel, INTERP_QUICK=1) and leave nothing behind; and their views render in headless
+Chromium when shown the way a notebook frontend shows outputs."""
 
 import ast
+import json
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -8,28 +15,59 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "experiments" / "notebooks").glob("*.ipynb"))
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "experiments" / "notebooks").glob("*.ipynb"))
 #: third-party modules a notebook may use besides interp (the rest is the standard library)
 ALLOWED = {"interp", "torch", "pandas", "IPython"}
+#: the largest output (its JSON) and the largest notebook file, in bytes; circuitsvis's script
+#: alone is 1.3 MB, a view a few KB, a figure some tens of KB
+MAX_OUTPUT, MAX_NOTEBOOK = 200_000, 300_000
+#: an absolute path of some machine in an output: /tmp/..., /work/..., /home/..., C:\...
+MACHINE_PATH = re.compile(r"(?<![\w.:/-])/(tmp|work|home|Users|root|var|private|opt|mnt|usr)/|\b[A-Za-z]:\\")
+#: what other libraries leave in the temporary folder on import (torch's compile cache)
+FOREIGN_TEMP = ("torchinductor_",)
 
 
-def test_there_are_three_notebooks():
+def _texts(output) -> list[str]:
+    """Every text an output shows (images left out: base64 is not text to search)."""
+    if output.output_type == "stream":
+        return [output.text]
+    if output.output_type == "error":
+        return [output.ename, output.evalue, *output.traceback]
+    return [v if isinstance(v, str) else json.dumps(v) for k, v in output.get("data", {}).items()
+            if k.startswith("text/") or k.endswith("json")]
+
+
+def check_outputs(nb, name: str) -> None:
+    """No error, no output above MAX_OUTPUT bytes, no machine path in any output."""
+    for i, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            where = f"{name}, cell {i}"
+            assert output.output_type != "error", (where, output.get("evalue"))
+            size = len(json.dumps(output))
+            assert size <= MAX_OUTPUT, f"{where}: an output of {size} bytes (limit {MAX_OUTPUT})"
+            for text in _texts(output):
+                found = MACHINE_PATH.search(text)
+                start = max(0, found.start() - 80) if found else 0
+                assert not found and str(ROOT) not in text, (where, text[start:start + 200])
+
+
+def test_there_are_four_notebooks():
     assert [p.name for p in NOTEBOOKS] == [
         "01_constructions.ipynb", "02_trained_vs_construction.ipynb", "03_bimodal_seeds.ipynb",
+        "04_interventions.ipynb",
     ]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_is_stored_without_outputs_and_imports_only_interp(path):
+def test_notebook_imports_only_interp_and_leaves_sys_path_alone(path):
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        assert cell.outputs == [] and cell.execution_count is None
         source = "\n".join(l for l in cell.source.splitlines() if not l.startswith("%"))  # magics
-        tree = ast.parse(source)
-        for node in ast.walk(tree):
+        for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.Import):
                 mods = [a.name.split(".")[0] for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -41,14 +79,131 @@ def test_notebook_is_stored_without_outputs_and_imports_only_interp(path):
         assert "sys.path" not in cell.source
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_committed_executed_with_small_outputs(path):
+    """Executed top to bottom in one kernel (execution counts 1, 2, ...), so a reader sees the
+    results on opening it; small, and free of machine paths."""
+    size = path.stat().st_size
+    assert size <= MAX_NOTEBOOK, f"{path.name}: {size} bytes (limit {MAX_NOTEBOOK})"
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), (
+        f"{path.name} is not stored executed in order; run `jupyter nbconvert --to notebook "
+        f"--execute --inplace {path.relative_to(ROOT)}`")
+    assert sum(len(c.outputs) for c in code) >= len(code) // 2
+    check_outputs(nb, path.name)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_end_to_end(path, monkeypatch):
+def test_notebook_runs_end_to_end_and_cleans_up(path, tmp_path, monkeypatch):
+    """Run in a kernel whose temporary folder is empty: afterwards it holds nothing of the
+    notebook's (03 trains into a temporary folder), the notebooks' folder has no new files, and
+    the outputs pass the checks of the committed notebooks."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     monkeypatch.setenv("INTERP_QUICK", "1")
+    monkeypatch.setenv("TMPDIR", str(temp))  # the kernel inherits it (tempfile.gettempdir)
+    before = sorted(path.parent.iterdir())
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=300, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()  # raises CellExecutionError on the first failing cell
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
-    assert not errors
+    check_outputs(nb, path.name)
     assert any(c.outputs for c in nb.cells if c.cell_type == "code")
+    left = [p.name for p in temp.iterdir() if not p.name.startswith(FOREIGN_TEMP)]
+    assert not left, f"{path.name} left {left} in its temporary folder"
+    assert sorted(path.parent.iterdir()) == before
+
+
+# ------------------------------------------------------------------ the views in a frontend
+
+#: one page standing in for a notebook frontend (JupyterLab's renderHTML): each output's HTML is
+#: set as innerHTML, its scripts re-created so that they run, and the output attached; STEPS
+#: then shows and updates outputs; the title reports which views circuitsvis rendered
+_FRONTEND = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><div id="nb"></div>
+<script>window.onerror = function (m) { document.title = "error: " + m; };</script>
+<script>
+var outs = OUTPUTS;
+function show(src) {
+  var host = document.createElement("div");
+  host.innerHTML = src;
+  Array.from(host.getElementsByTagName("script")).forEach(function (s) {
+    var c = document.createElement("script");
+    Array.from(s.attributes).forEach(function (a) { c.setAttribute(a.name, a.value); });
+    c.textContent = s.textContent; s.parentNode.replaceChild(c, s);
+  });
+  document.getElementById("nb").appendChild(host);
+  return host;
+}
+STEPS
+setTimeout(function () {
+  var views = Array.from(document.querySelectorAll(".cv-view"));
+  var notes = Array.from(document.querySelectorAll(".interp-cv-pending"));
+  if (!document.title) document.title = JSON.stringify({
+    rendered: views.filter(function (v) { return v.dataset.rendered && v.children.length; }).length,
+    views: views.length, notes: notes.filter(function (p) { return p.style.display !== "none"; }).length,
+    tables: document.querySelectorAll("table.attn").length});
+}, 1500);
+</script></body></html>"""
+
+
+def _frontend(outputs, steps: str, tmp_path) -> dict:
+    """What the page reports after ``steps`` (JavaScript over ``outs`` and ``show``)."""
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert exe, "Debian's chromium is needed: apt-get install -y chromium (make test installs it)"
+    page = tmp_path / "frontend.html"
+    data = json.dumps([o._repr_html_() for o in outputs]).replace("</", "<\\/")
+    page.write_text(_FRONTEND.replace("OUTPUTS", data).replace("STEPS", steps), encoding="utf-8")
+    out = subprocess.run(
+        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+         "--disable-background-networking", "--disable-component-update",
+         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
+         page.as_uri()], check=True, capture_output=True, timeout=120, text=True)
+    title = re.search(r"<title>(.*?)</title>", out.stdout, re.S)
+    assert title and title.group(1).startswith("{"), title and title.group(1)
+    return json.loads(title.group(1).replace("&quot;", '"'))
+
+
+@pytest.fixture(scope="module")
+def outputs():
+    from interp.core import constructions
+    from interp.inspect import notebook
+
+    model = constructions.build(5, 6)
+    one = notebook.attention(model, 5, 6, inputs=2, title="case 5", mechanism="construction")
+    two = notebook.side_by_side([("a", model, 5, 6, "construction"), ("b", model, 5, 6, None)], inputs=1)
+    return notebook.script(), one, two, notebook.script_note()
+
+
+def test_views_are_small_and_the_script_is_shown_once(outputs):
+    script, one, two, note = outputs
+    bundle = "var CircuitsVis="
+    assert bundle in script._repr_html_() and len(script._repr_html_()) > 1_000_000
+    for small in (one, two, note):
+        assert bundle not in small._repr_html_() and len(small._repr_html_()) < 50_000
+        assert not repr(small).startswith("Html(")  # a short text/plain stand-in
+    from interp.core import constructions
+    from interp.inspect import notebook
+
+    inlined = notebook.attention(constructions.build(5, 6), 5, 6, inputs=1, inline=True)
+    assert bundle in inlined._repr_html_()  # for frontends that frame every output (Colab)
+    with pytest.raises(ValueError, match="mechanism="):
+        notebook.side_by_side([("a", constructions.build(5, 6), 5, 6, "backwards")])
+
+
+def test_views_render_while_the_notebook_runs_and_after_the_script_is_dropped(outputs, tmp_path):
+    """As in a notebook: the script's output, views, the script's output replaced by the note
+    (the last cell), then a view shown later in the same session: all three views render."""
+    got = _frontend(outputs, "var s = show(outs[0]); show(outs[1]); s.innerHTML = outs[3]; show(outs[2]);",
+                    tmp_path)
+    assert got == {"rendered": 4, "views": 4, "notes": 0, "tables": 4}, got
+
+
+def test_a_saved_notebook_shows_tables_and_renders_when_the_script_comes_back(outputs, tmp_path):
+    """Reopened without the script, the views show their tables and the note; showing the
+    script again (re-running the first cell) renders every view already on the page."""
+    saved = _frontend(outputs, "show(outs[3]); show(outs[1]); show(outs[2]);", tmp_path)
+    assert saved == {"rendered": 0, "views": 4, "notes": 2, "tables": 4}, saved
+    rerun = _frontend(outputs, "show(outs[1]); show(outs[2]); show(outs[0]);", tmp_path)
+    assert rerun == {"rendered": 4, "views": 4, "notes": 0, "tables": 4}, rerun
