@@ -22,6 +22,7 @@ def test_first_python_example_runs_and_shows_what_it_says():
                                torch.tensor([-s, s, 0, 0, s]), atol=1e-6, rtol=0)
     assert cache["blocks.0.attn.hook_pattern"][0, 0, -1].tolist() == [0, 1, 0, 0, 0]
     torch.testing.assert_close(logits[0, -1], torch.tensor([0.0, -1, 0, 1]), atol=1e-6, rtol=0)
+    assert scope["dla"]["per_position"][0].tolist() == [0, 1, 0, 0, 0]
 
 
 def test_named_commands_exist():
