@@ -179,6 +179,7 @@ class SweepAnalysis:
     table: object  # pandas DataFrame, one row per analysed seed
     groups: object  # pandas DataFrame, one row per group: counts of success/failed/partial
     answers: dict = field(default_factory=dict)  # group label -> markdown paragraph
+    bimodal: list = field(default_factory=list)  # labels of the bimodal groups
 
     def markdown(self, title: str = "") -> str:
         lines = [f"# {title or 'Bimodal seeds: do successful seeds recover the construction?'}", ""]
@@ -375,11 +376,12 @@ def _mode(d, col):
 def analyze_sweep(
     path, *, where: dict | None = None, all_groups: bool = False, success: float = SUCCESS,
     fail_below: float | None = None, batch_size: int = 512, progress: bool = False,
-    well_below: float = WELL_BELOW,
+    well_below: float = WELL_BELOW, with_success: bool = False,
 ) -> SweepAnalysis:
     """Measure the seeds of every bimodal group of a sweep's store (all groups with
     ``all_groups``), optionally only the configs matching ``where`` (field -> value strings).
-    Bimodal: some seed >= ``success`` and some seed < ``well_below`` (:func:`bimodal_groups`)."""
+    Bimodal: some seed >= ``success`` and some seed < ``well_below`` (:func:`bimodal_groups`).
+    ``with_success``: also every group with a successful seed (what ``interp run`` measures)."""
     import pandas as pd
 
     from interp.training import checkpoints, store
@@ -400,7 +402,9 @@ def analyze_sweep(
     counts = (df.groupby("group", sort=False).outcome.value_counts().unstack(fill_value=0)
               .reindex(columns=["success", "failed", "partial"], fill_value=0).reset_index())
     bimodal = bimodal_groups(df, success=success, well_below=well_below)
-    chosen = counts.group if all_groups else bimodal
+    chosen = list(counts.group) if all_groups else list(bimodal)
+    if with_success and not all_groups:
+        chosen += [g for g in counts[counts.success > 0].group if g not in chosen]
     counts["analysed"] = counts.group.isin(set(chosen))
     rows = []
     todo = df[df.group.isin(set(chosen))]
@@ -426,7 +430,7 @@ def analyze_sweep(
         sub = table[table.group == label] if len(table) else table
         if len(sub):
             answers[label] = answer(sub, int(sub.case.iloc[0]))
-    return SweepAnalysis(store_path, table, counts, answers)
+    return SweepAnalysis(store_path, table, counts, answers, list(bimodal))
 
 
 def write_report(res: SweepAnalysis, out_dir, stem: str, *, title: str = "") -> dict[str, Path]:
@@ -469,8 +473,8 @@ def showcase(res: SweepAnalysis, df) -> list[tuple]:
 
 def pipeline_step(ctx, *, batch_size: int = 512) -> dict:
     """The ``analyze`` step of ``interp run`` (:mod:`interp.cli.pipeline`): for each sweep of the
-    context, the bimodal-seed report beside the sweep's report (``analysis.md``, ``.csv``,
-    ``-violins.png``) and ``attention.html``: the best successful seed of each mechanism found
+    context, the report of its bimodal groups and of every group with a successful seed beside
+    the sweep's report (``analysis.md``, ``.csv``, ``-violins.png``) and ``attention.html``: the best successful seed of each mechanism found
     (e.g. a construction-like and an inverted seed), side by side and labelled."""
     from interp.inspect import viz
     from interp.training import checkpoints, store
@@ -485,7 +489,7 @@ def pipeline_step(ctx, *, batch_size: int = 512) -> dict:
         if df.empty:
             continue
         df["group"] = [group_label(r) for _, r in df.iterrows()]
-        res = analyze_sweep(job.store, batch_size=batch_size)
+        res = analyze_sweep(job.store, batch_size=batch_size, with_success=True)
         paths = write_report(res, job.report, "analysis", title=(
             f"Bimodal seeds in {job.folder.name}: do successful seeds recover the construction?"))
         views = [(title, checkpoints.load(ckpt), case, n, kind)
@@ -494,6 +498,7 @@ def pipeline_step(ctx, *, batch_size: int = 512) -> dict:
             Path(job.report) / "attention.html", views,
             title=f"{job.folder.name}: successful seeds by mechanism")
         done[job.folder.name] = {k: str(v) for k, v in paths.items()}
-        done[job.folder.name]["bimodal_groups"] = len(res.answers)
+        done[job.folder.name]["bimodal_groups"] = len(res.bimodal)
+        done[job.folder.name]["analysed_groups"] = len(res.answers)
         done[job.folder.name]["mechanisms"] = [v[-1] for v in views]
     return done

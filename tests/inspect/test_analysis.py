@@ -133,6 +133,9 @@ def test_pipeline_step_writes_report_and_attention_html(sweep_dir, tmp_path):
     ctx = SimpleNamespace(sweeps=[job], say=lambda text: None)
     out = analysis.pipeline_step(ctx, batch_size=64)[sweep_dir.name]
     assert out["bimodal_groups"] == 1
+    df = store.read(job.store)
+    with_success = {analysis.group_label(r) for _, r in df[df.accuracy >= 0.99].iterrows()}
+    assert out["analysed_groups"] == len(with_success)  # every group with a success (the bimodal one has one)
     assert (tmp_path / "analysis.md").read_text().count("the construction's mechanism.**") == 1
     assert out["mechanisms"] == ["construction"]
     html = (tmp_path / "attention.html").read_text()
