@@ -1,0 +1,97 @@
+"""The pre-declared score of every reading that has results (README.md, "Score").
+
+    .venv/bin/python experiments/readings/score.py
+
+Per reading and diagnostic cell: max and mean accuracy over its finished seeds, beside the
+paper's; the score is how many of the 28 comparisons are within 5 points (ties: the smaller mean
+|ours - paper|). A reading's seeds come from its store (``<reading>/results/store.sqlite``); the
+``attention-only`` reading's runs are the runs of experiments/table1 and table2 (same configs,
+same names), so without a store of its own its seeds are read from those reports' per-cell lines.
+Writes ``scores.md``; a cell with fewer than 5 finished seeds is marked and scored as it stands.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import readings
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "analysis"))
+
+
+def seeds_from_store(name: str) -> dict | None:
+    from interp.training import store
+
+    path = HERE / name / "results" / "store.sqlite"
+    if not path.is_file():
+        return None
+    df = store.read(path)
+    if df.empty:
+        return {cell[:5]: [] for cell in readings.CELLS}
+    df = df[df.status == "ok"]
+    out = {}
+    for case, n, layers, pe, d, _ in readings.CELLS:
+        sub = df[(df.case == case) & (df.n == n) & (df.n_layers == layers) & (df.pos_embed == pe)
+                 & (df.d_token == d) & (df.d_mlp == readings.d_mlp(name, case, d))]
+        out[(case, n, layers, pe, d)] = [100 * float(a) for a in sub.accuracy]
+    return out
+
+
+def seeds_from_reports() -> dict:
+    from retrained import reported
+
+    t1, t2 = reported("table1"), reported("table2")
+    out = {}
+    for case, n, layers, pe, d, _ in readings.CELLS:
+        src, key = (t2, (str(n), str(layers), str(d))) if case == 5 else (t1, (str(case), pe, str(d)))
+        out[(case, n, layers, pe, d)] = [v for k, v in src.items() if k[:3] == key]
+    return out
+
+
+def score(name: str, seeds: dict, source: str) -> tuple[list[str], tuple]:
+    paper = {(int(r["case"]), int(r["n"]), int(r["layers"]), r["pe"], int(r["d_token"])): r
+             for r in readings.paper_rows()}
+    within, diffs, lines = 0, [], []
+    for cell, accs in seeds.items():
+        p = paper[cell]
+        if not accs:
+            lines.append(f"| {name} | {cell} | 0 | - | - | {p['max']} | {p['avg']} | |")
+            continue
+        mx, avg = max(accs), sum(accs) / len(accs)
+        d = (mx - float(p["max"]), avg - float(p["avg"]))
+        within += sum(abs(x) <= 5 for x in d)
+        diffs += [abs(x) for x in d]
+        lines.append(f"| {name} | {cell} | {len(accs)} | {mx:.2f} | {avg:.2f} | {p['max']} | "
+                     f"{p['avg']} | {sum(abs(x) <= 5 for x in d)} |")
+    mean = sum(diffs) / len(diffs) if diffs else float("nan")
+    comparisons = len(diffs)
+    return lines, (name, within, comparisons, mean, source)
+
+
+def main() -> None:
+    rows, totals = [], []
+    for name in readings.READINGS:
+        seeds, source = seeds_from_store(name), "its store"
+        if seeds is None and name == "attention-only":
+            seeds, source = seeds_from_reports(), "experiments/table1, table2 reports"
+        if seeds is None:
+            continue
+        lines, total = score(name, seeds, source)
+        rows += lines
+        totals.append(total)
+    head = ["| reading | within 5 points | of comparisons | mean abs diff | seeds from |", "|---|--:|--:|--:|---|"]
+    head += [f"| {n} | {w} | {c} | {m:.2f} | {s} |" for n, w, c, m, s in
+             sorted(totals, key=lambda t: (-t[1], t[3]))]
+    cells = ["| reading | cell (case, n, layers, PE, d_token) | seeds | max | avg | paper max | paper avg | within 5 |",
+             "|---|---|--:|--:|--:|--:|--:|--:|"] + rows
+    text = ("# Readings scored on the diagnostic cells\n\nWritten by `experiments/readings/score.py` "
+            "(the score declared in README.md). A reading with fewer than 28 comparisons has cells "
+            "still running.\n\n" + "\n".join(head) + "\n\n" + "\n".join(cells) + "\n")
+    (HERE / "scores.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
