@@ -42,13 +42,15 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from interp.core import tasks  # noqa: E402
 from interp.training import fast_train  # noqa: E402
 from interp.training.runs import check_device  # noqa: E402
-from interp.training.trainer import TrainConfig, generator, init_model, trainable  # noqa: E402
+from interp.training.trainer import TrainConfig  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_train import Reference  # noqa: E402  (the plain TransformerLens loop, one definition)
 
 
 def _sync(device: str) -> None:
@@ -96,25 +98,6 @@ def model_flops(c: TrainConfig) -> dict[str, float]:
     final = P * (L - 1) * layer + P * 2 * 2 * d * dh + (2 * d * dh + attn + out + mlp + unembed)
     return dict(qkv=qkv, attn=attn, out=out, mlp=mlp, unembed=unembed, layer=layer,
                 full_step=3 * c.batch_size * full, final_step=3 * c.batch_size * final)
-
-
-class Reference:
-    """The plain TransformerLens loop, one step at a time (as ``bench_train.py``)."""
-
-    def __init__(self, config: TrainConfig, device: str):
-        self.config, self.device = config, device
-        self.model = init_model(config).to(device, print_details=False)
-        self.opt = torch.optim.Adam(trainable(self.model), lr=config.lr)
-        self.g = generator(config.seed, "train")
-
-    def step(self):
-        c = self.config
-        tokens, answers = tasks.sample(c.case, c.n, c.batch_size, generator=self.g)
-        tokens, answers = tokens.to(self.device), answers.to(self.device)
-        loss = F.cross_entropy(self.model(tokens)[:, -1], answers)
-        self.opt.zero_grad()
-        loss.backward()
-        self.opt.step()
 
 
 def measure(runner, steps: int, seeds: int, device: str) -> tuple[float, float, float]:
