@@ -40,6 +40,9 @@ def add_arguments(p) -> None:
     p.add_argument("--where", action="append", metavar="FIELD=VALUE",
                    help="only configs with this field value (repeatable), e.g. --where case=5")
     p.add_argument("--retry-failed", action="store_true", help="rerun runs stored as failed")
+    p.add_argument("--no-checkpoints", action="store_true",
+                   help="store the runs' rows but not their model files (a borrowed machine whose "
+                        "disk goes away; the runs count as done and cannot be loaded or analysed)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -105,6 +108,7 @@ def run(args) -> int:
                             threads=args.threads, limit=args.limit, where=where,
                             retry_failed=args.retry_failed, backend=args.backend,
                             address=args.address, device=device, on_plan=on_plan,
+                            checkpoints=not args.no_checkpoints,
                             on_start=lambda group: progress["start"](group),
                             on_run=lambda record: progress["run"](record))
     except KeyboardInterrupt:

@@ -304,6 +304,7 @@ def run_sweep(
     backend: str = "local",
     address: str | None = None,
     device: str = "cpu",
+    checkpoints: bool = True,
     on_start: Callable[[list], None] | None = None,
     on_run: Callable[[RunRecord], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
@@ -320,6 +321,8 @@ def run_sweep(
     device:  where the runs train (``"cpu"``, ``"cuda"``, ``"cuda:N"``; local backend only);
              not part of a run's identity, recorded in the sweeps log's environment.
     limit, where: train at most ``limit`` runs / only configs matching ``where``.
+    checkpoints: False stores each run's row without its model files (checkpoint NULL): the
+             run counts as done, its numbers are kept, it cannot be loaded or analysed.
     on_plan(runs_to_train) is called once the store's lock is held and the plan made,
     on_start(configs) when a group starts, on_run(record) after each row commits (the CLI
     drives its progress bar with them). Nothing opens the store before the lock is held.
@@ -355,7 +358,7 @@ def run_sweep(
             nonlocal trained, failed
             for rec in records:
                 ckpt = sums = None
-                if rec.files:
+                if rec.files and checkpoints:
                     ckpt = ckpt_root / rec.name
                     sums = store_mod.place_checkpoint(rec.files, ckpt)
                 db.put(rec, ckpt, sums)

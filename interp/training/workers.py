@@ -30,12 +30,15 @@ def describe(config) -> str:
 
 
 def cost(group: Sequence) -> float:
-    """A rough per-step cost for scheduling the biggest groups first."""
+    """A rough per-step cost for scheduling the biggest groups first: seeds x positions x
+    layers x the per-position multiply-adds of attention (4 d_model^2 + seq d_model) and of
+    the MLP (2 d_model d_mlp)."""
     from interp.core import tasks
 
     c = group[0]
     d_model = 2 * c.d_token if c.case in tasks.SAME_POSITION else c.d_token
-    return len(group) * tasks.seq_len(c.case, c.n) * d_model * c.n_layers ** 2
+    seq = tasks.seq_len(c.case, c.n)
+    return len(group) * seq * c.n_layers * d_model * (4 * d_model + seq + 2 * c.d_mlp)
 
 
 def train_records(config_dicts: list[dict], sweep: str, device: str = "cpu") -> list[RunRecord]:

@@ -225,6 +225,31 @@ def test_sweep_stores_runs_and_resume_trains_only_what_is_missing(tmp_path, call
         assert Path(row["checkpoint"]).name == c.name()
 
 
+def test_a_sweep_without_checkpoints_keeps_rows_and_resumes(tmp_path, calls):
+    sw = sweeps.load(make_sweep(tmp_path))
+    first = sweeps.run_sweep(sw, checkpoints=False, limit=2)
+    assert first.trained == 2
+    ckpts = sw.root / "results" / "checkpoints"
+    assert not ckpts.exists() or not any(ckpts.iterdir())  # no model files written
+    df = store.read(sw.default_store)
+    assert df["checkpoint"].isna().all() and (df["status"] == "ok").all()
+    assert store.verify(sw.default_store, files=True)["verified"] == 2
+    again = sweeps.run_sweep(sw)  # the rows without files count as done: only the rest trains
+    assert (again.trained, again.skipped) == (2, 2) and len(calls) == 2
+    with_files = store.read(sw.default_store).dropna(subset=["checkpoint"])
+    assert len(with_files) == 2 and all(Path(p).is_dir() for p in with_files["checkpoint"])
+
+
+def test_the_pool_schedules_the_costliest_groups_first():
+    from interp.training import workers
+
+    base = TrainConfig(case=5, n=5, d_token=32, n_layers=2)
+    small, wide, long = base.replace(n_layers=1), base.replace(d_mlp=2048), base.replace(n=20)
+    assert workers.cost([wide]) > workers.cost([base]) > workers.cost([small])
+    assert workers.cost([long]) > workers.cost([base])
+    assert workers.cost([base, base.replace(seed=1)]) == 2 * workers.cost([base])
+
+
 def test_a_driver_killed_between_checkpoint_and_row_reruns_that_run(tmp_path, monkeypatch, calls):
     sw = sweeps.load(make_sweep(tmp_path))
     real_put = store.Store.put
