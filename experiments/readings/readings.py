@@ -15,6 +15,8 @@ points of the paper (``interp report``'s count); ties go to the smaller mean |ou
 from __future__ import annotations
 
 import csv
+import dataclasses
+import importlib.util
 from pathlib import Path
 
 from interp.training.sweeps import Layout
@@ -94,6 +96,30 @@ def paper_rows() -> list[dict]:
     return rows
 
 
+TABLES = ("table1", "table2")
+
+
+def _table_module(table: str):
+    """experiments/<table>/configs.py as a module (its CONFIGS and LAYOUT)."""
+    if table not in TABLES:
+        raise ValueError(f"table={table!r}; accepted: one of {TABLES}")
+    spec = importlib.util.spec_from_file_location(f"_{table}_configs", HERE.parent / table / "configs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def table_configs(reading: str, table: str) -> list[TrainConfig]:
+    """A whole table of the paper under one reading: experiments/<table>'s configs with the
+    reading's MLP width and nothing else changed."""
+    return [dataclasses.replace(c, d_mlp=d_mlp(reading, c.case, c.d_token))
+            for c in _table_module(table).CONFIGS]
+
+
+def table_layout(table: str) -> Layout:
+    return _table_module(table).LAYOUT
+
+
 CONFIGS_PY = '''"""Reading {name!r} of experiments/readings/readings.py (written by it; edit that file)."""
 
 import sys
@@ -107,7 +133,23 @@ LAYOUT = readings.LAYOUT
 '''
 
 
+TABLE_PY = '''"""{title} of the paper under reading {name!r} (written by experiments/readings/readings.py)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import readings  # noqa: E402
+
+CONFIGS = readings.table_configs({name!r}, {table!r})
+LAYOUT = readings.table_layout({table!r})
+'''
+
+
 def write_folders() -> list[Path]:
+    """The diagnostic sweep of every reading (``<reading>/``) and, for every reading but
+    attention-only (whose full tables are experiments/table1 and table2), the full tables
+    under it (``<reading>/table1``, ``<reading>/table2``, the tables' own paper.csv)."""
     out = []
     for name in READINGS:
         folder = HERE / name
@@ -118,6 +160,15 @@ def write_folders() -> list[Path]:
             w.writeheader()
             w.writerows(paper_rows())
         out.append(folder)
+        if name == "attention-only":
+            continue
+        for table in TABLES:
+            sub = folder / table
+            sub.mkdir(exist_ok=True)
+            title = f"Table {table[-1]}"
+            (sub / "configs.py").write_text(TABLE_PY.format(title=title, name=name, table=table))
+            (sub / "paper.csv").write_text((HERE.parent / table / "paper.csv").read_text())
+            out.append(sub)
     return out
 
 

@@ -70,7 +70,19 @@ def score(name: str, seeds: dict, source: str) -> tuple[list[str], tuple]:
     return lines, (name, within, comparisons, mean, source)
 
 
-def main() -> None:
+def chosen(totals: list[tuple]) -> str | None:
+    """The declared rule: most comparisons within 5 points, ties to the smaller mean |diff|;
+    None while any reading has cells left to run (fewer than 2 x len(CELLS) comparisons)."""
+    if any(c < 2 * len(readings.CELLS) for _, _, c, _, _ in totals) or \
+            {t[0] for t in totals} != set(readings.READINGS):
+        return None
+    return min(totals, key=lambda t: (-t[1], t[3]))[0]
+
+
+def main(argv: list[str] | None = None) -> str | None:
+    """Score every reading, write scores.md; with ``--chosen`` print only the winner's name
+    (nothing, exit status 1, while readings have cells left to run)."""
+    argv = sys.argv[1:] if argv is None else argv
     rows, totals, found = [], [], {}
     for name in readings.READINGS:
         seeds, source = seeds_from_store(name), "its store"
@@ -96,12 +108,21 @@ def main() -> None:
         head.append(f"| {name} | {w} | {m:.2f} |")
     cells = ["| reading | cell (case, n, layers, PE, d_token) | seeds | max | avg | paper max | paper avg | within 5 |",
              "|---|---|--:|--:|--:|--:|--:|--:|"] + rows
+    winner = chosen(totals)
+    verdict = (f"**Chosen reading: `{winner}`** (the declared rule: most of the "
+               f"{2 * len(readings.CELLS)} comparisons within 5 points, ties to the smaller mean |diff|)."
+               if winner else "No reading chosen yet: some readings have cells still to run.")
     text = ("# Readings scored on the diagnostic cells\n\nWritten by `experiments/readings/score.py` "
             "(the score declared in README.md). A reading with fewer than 28 comparisons has cells "
-            "still running.\n\n" + "\n".join(head) + "\n\n" + "\n".join(cells) + "\n")
+            "still running.\n\n" + verdict + "\n\n" + "\n".join(head) + "\n\n" + "\n".join(cells) + "\n")
     (HERE / "scores.md").write_text(text)
-    print(text)
+    if "--chosen" in argv:
+        if winner:
+            print(winner)
+    else:
+        print(text)
+    return winner
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(0 if main() or "--chosen" not in sys.argv else 1)

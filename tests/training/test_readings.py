@@ -1,7 +1,10 @@
 """experiments/readings: the declared readings load as sweeps and carry the paper's numbers."""
 
 import csv
+import importlib.util
 import pathlib
+
+import pytest
 
 from interp.training import sweeps
 
@@ -31,3 +34,40 @@ def test_paper_numbers_are_the_tables_own():
     for r in rows:
         want = t1[(r["case"], r["pe"], r["d_token"])] if r["case"] != "5" else t2[(r["n"], r["layers"], r["d_token"])]
         assert (r["max"], r["avg"]) == want
+
+
+@pytest.mark.parametrize("reading", ["mlp-1x", "mlp-4x", "torch-encoder"])
+@pytest.mark.parametrize("table", ["table1", "table2"])
+def test_full_tables_under_a_reading_are_the_tables_with_its_width(reading, table):
+    ours = sweeps.load(ROOT / "readings" / reading / table)
+    theirs = sweeps.load(ROOT / table)
+    assert ours.name == table and ours.layout == theirs.layout
+    assert (ours.root / "paper.csv").read_text() == (theirs.root / "paper.csv").read_text()
+    assert len(ours.configs) == len(theirs.configs)
+    for a, b in zip(ours.configs, theirs.configs, strict=True):
+        d_model = 2 * b.d_token if b.case in (2, 3) else b.d_token
+        width = {"mlp-1x": d_model, "mlp-4x": 4 * d_model, "torch-encoder": 2048}[reading]
+        assert b.d_mlp == 0 and a == b.replace(d_mlp=width)
+
+
+def _score_module():
+    spec = importlib.util.spec_from_file_location("score", ROOT / "readings" / "score.py")
+    import sys
+
+    sys.path.insert(0, str(ROOT / "readings"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_declared_rule_picks_most_within_then_smallest_mean_diff():
+    score = _score_module()
+    full = 2 * 14
+    names = ["attention-only", "mlp-1x", "mlp-4x", "torch-encoder"]
+    totals = [(n, w, full, m, "") for n, w, m in zip(names, [9, 12, 12, 5], [20.0, 18.5, 17.9, 30.0])]
+    assert score.chosen(totals) == "mlp-4x"  # tie on 12: the smaller mean |diff|
+    totals[0] = ("attention-only", 13, full, 40.0, "")
+    assert score.chosen(totals) == "attention-only"
+    assert score.chosen(totals[:3]) is None  # a reading missing
+    totals[1] = ("mlp-1x", 20, full - 2, 1.0, "")
+    assert score.chosen(totals) is None  # a reading with cells left to run
