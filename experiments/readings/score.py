@@ -8,35 +8,86 @@ paper's; the score is how many of the 28 comparisons are within 5 points (ties: 
 ``attention-only`` reading's runs are the runs of experiments/table1 and table2 (same configs,
 same names), so without a store of its own its seeds are read from those reports' per-cell lines.
 Writes ``scores.md``; a cell with fewer than 5 finished seeds is marked and scored as it stands.
+
+Stores are local (not committed), so every seed read from a store is also written to
+``seeds.csv`` (committed): a reading without a store here is scored from its lines there, and
+a run found in both keeps the store's numbers.
 """
 
 from __future__ import annotations
 
+import csv
 import sys
 from pathlib import Path
 
 import readings
 
 HERE = Path(__file__).resolve().parent
+SEEDS_CSV = HERE / "seeds.csv"
+CSV_FIELDS = ["reading", "case", "n", "n_layers", "pos_embed", "d_token", "d_mlp", "seed",
+              "accuracy_pct", "steps", "run"]
 sys.path.insert(0, str(HERE.parent / "analysis"))
 
 
-def seeds_from_store(name: str) -> dict | None:
+def store_rows(name: str) -> list[dict] | None:
+    """The finished runs of a reading's diagnostic cells in its local store (None: no store)."""
     from interp.training import store
 
     path = HERE / name / "results" / "store.sqlite"
     if not path.is_file():
         return None
     df = store.read(path)
+    rows = []
     if df.empty:
-        return {cell[:5]: [] for cell in readings.CELLS}
+        return rows
     df = df[df.status == "ok"]
-    out = {}
     for case, n, layers, pe, d, _ in readings.CELLS:
         sub = df[(df.case == case) & (df.n == n) & (df.n_layers == layers) & (df.pos_embed == pe)
                  & (df.d_token == d) & (df.d_mlp == readings.d_mlp(name, case, d))]
-        out[(case, n, layers, pe, d)] = [100 * float(a) for a in sub.accuracy]
+        rows += [dict(reading=name, case=case, n=n, n_layers=layers, pos_embed=pe, d_token=d,
+                      d_mlp=int(r.d_mlp), seed=int(r.seed), accuracy_pct=repr(100 * float(r.accuracy)),
+                      steps=int(r.steps), run=r["name"]) for _, r in sub.iterrows()]
+    return rows
+
+
+def csv_rows() -> list[dict]:
+    if not SEEDS_CSV.is_file():
+        return []
+    return list(csv.DictReader(SEEDS_CSV.read_text().splitlines()))
+
+
+def seeds_by_cell(rows: list[dict]) -> dict:
+    out = {cell[:5]: [] for cell in readings.CELLS}
+    for r in rows:
+        key = (int(r["case"]), int(r["n"]), int(r["n_layers"]), r["pos_embed"], int(r["d_token"]))
+        out[key].append(float(r["accuracy_pct"]))
     return out
+
+
+def seeds_from_store(name: str) -> dict | None:
+    """A reading's seeds: its store's runs, plus seeds.csv's lines for runs the store lacks."""
+    stored = store_rows(name)
+    saved = [r for r in csv_rows() if r["reading"] == name]
+    if stored is None and not saved:
+        return None
+    have = {r["run"] for r in stored or []}
+    return seeds_by_cell((stored or []) + [r for r in saved if r["run"] not in have])
+
+
+def write_seeds_csv() -> int:
+    """seeds.csv := its lines, updated with every store present here (a store's run wins)."""
+    rows = {(r["reading"], r["run"]): r for r in csv_rows()}
+    for name in readings.READINGS:
+        for r in store_rows(name) or []:
+            rows[(name, r["run"])] = {k: str(v) for k, v in r.items()}
+    ordered = sorted(rows.values(), key=lambda r: (list(readings.READINGS).index(r["reading"]),
+                                                  int(r["case"]), int(r["n"]), int(r["n_layers"]),
+                                                  int(r["d_token"]), int(r["seed"])))
+    with open(SEEDS_CSV, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(ordered)
+    return len(ordered)
 
 
 def seeds_from_reports() -> dict:
@@ -83,9 +134,10 @@ def main(argv: list[str] | None = None) -> str | None:
     """Score every reading, write scores.md; with ``--chosen`` print only the winner's name
     (nothing, exit status 1, while readings have cells left to run)."""
     argv = sys.argv[1:] if argv is None else argv
+    write_seeds_csv()
     rows, totals, found = [], [], {}
     for name in readings.READINGS:
-        seeds, source = seeds_from_store(name), "its store"
+        seeds, source = seeds_from_store(name), "its store (seeds.csv)"
         if seeds is None and name == "attention-only":
             seeds, source = seeds_from_reports(), "experiments/table1, table2 reports"
         if seeds is None:
