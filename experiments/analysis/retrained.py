@@ -22,10 +22,11 @@ ROOT = HERE.parent
 TABLES = {"table1": ("case", "pos_embed", "d_token"), "table2": ("n", "n_layers", "d_token")}
 
 
-def reported(table: str) -> dict:
-    """(row fields..., seed) -> accuracy in % from the report's per-cell lines."""
+def reported(table: str, folder: Path | None = None) -> dict:
+    """(row fields..., seed) -> accuracy in % from the report's per-cell lines (the report in
+    ``folder``, default experiments/<table>)."""
     out = {}
-    for line in (ROOT / table / "report.md").read_text().splitlines():
+    for line in ((folder or ROOT / table) / "report.md").read_text().splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
         if len(cells) < 5 or not re.fullmatch(r"(\d+: [\d.]+(, )?)+", cells[4] if table == "table2" else cells[5]):
             continue
