@@ -5,6 +5,7 @@
 #   3. the readings' diagnostic cells still missing from their stores
 #   4. the declared score (experiments/readings/score.py) and, if it chooses a reading, that
 #      reading's full Table 2 and Table 1 (largest groups first); else Table 1 attention-only
+# Sweeps run one process at a time: several processes sharing one GPU were slower (device-runs.md).
 #   5. reports, and everything packed into OUT/results.tar.gz
 # Every sweep is resumable and stores rows only (--no-checkpoints: the machine's disk goes away),
 # so a sweep cut by the deadline keeps what finished; rerun this script to go on.
@@ -43,12 +44,12 @@ boxed 380 60 $PY experiments/bench/bench_train.py --device "$DEVICE" --out "$OUT
 boxed 340 60 $PY experiments/bench/bench_train.py --device "$DEVICE" --mlp --out "$OUT/logs/bench-cuda-mlp.md" \
     > "$OUT/logs/bench-cuda-mlp.txt" 2>&1; tail -n 8 "$OUT/logs/bench-cuda-mlp.txt"
 
-say "3. the readings' remaining diagnostic cells (three sweeps side by side)"
-for r in mlp-1x mlp-4x torch-encoder; do
-    boxed 200 400 "${SWEEP[@]}" experiments/readings/$r --workers 6 > "$OUT/logs/sweep-$r.txt" 2>&1 &
+say "3. the readings' remaining diagnostic cells, one sweep process at a time"
+# one process per GPU: 16 workers sharing the H100 finished nothing in 230 s (device-runs.md)
+for r in torch-encoder mlp-1x mlp-4x; do
+    boxed 200 400 "${SWEEP[@]}" experiments/readings/$r --workers 1 > "$OUT/logs/sweep-$r.txt" 2>&1
+    tail -n 3 "$OUT/logs/sweep-$r.txt"
 done
-wait
-for r in mlp-1x mlp-4x torch-encoder; do tail -n 6 "$OUT/logs/sweep-$r.txt"; done
 
 say "4. score"
 $PY experiments/readings/score.py > "$OUT/logs/score.txt" 2>&1
@@ -57,13 +58,12 @@ CHOSEN=$($PY experiments/readings/score.py --chosen 2>/dev/null)
 if [ -n "$CHOSEN" ]; then
     say "chosen: $CHOSEN; its full tables, side by side"
     T2=experiments/readings/$CHOSEN/table2 T1=experiments/readings/$CHOSEN/table1
-    boxed 40 600 "${SWEEP[@]}" "$T2" --workers 10 > "$OUT/logs/sweep-table2.txt" 2>&1 &
-    boxed 40 600 "${SWEEP[@]}" "$T1" --workers 5 > "$OUT/logs/sweep-table1.txt" 2>&1 &
-    wait
+    boxed 40 600 "${SWEEP[@]}" "$T2" --workers 1 > "$OUT/logs/sweep-table2.txt" 2>&1
+    boxed 40 600 "${SWEEP[@]}" "$T1" --workers 1 > "$OUT/logs/sweep-table1.txt" 2>&1
     DIRS="$T2 $T1"
 else
     say "no reading chosen (cells left): Table 1 attention-only on the GPU for its timing"
-    boxed 40 600 "${SWEEP[@]}" experiments/table1 --workers 12 --store gpu-table1/store.sqlite \
+    boxed 40 600 "${SWEEP[@]}" experiments/table1 --workers 1 --store gpu-table1/store.sqlite \
         > "$OUT/logs/sweep-table1.txt" 2>&1
     DIRS=""
 fi
