@@ -71,3 +71,20 @@ def test_the_declared_rule_picks_most_within_then_smallest_mean_diff():
     assert score.chosen(totals[:3]) is None  # a reading missing
     totals[1] = ("mlp-1x", 20, full - 2, 1.0, "")
     assert score.chosen(totals) is None  # a reading with cells left to run
+
+
+def test_scores_come_from_seeds_csv_where_the_local_store_is_missing(tmp_path, monkeypatch):
+    score = _score_module()
+    monkeypatch.setattr(score, "HERE", tmp_path)  # no reading has a store here
+    monkeypatch.setattr(score, "SEEDS_CSV", tmp_path / "seeds.csv")
+    assert score.seeds_from_store("mlp-4x") is None and score.write_seeds_csv() == 0
+    lines = ["reading,case,n,n_layers,pos_embed,d_token,d_mlp,seed,accuracy_pct,steps,run",
+             "mlp-4x,5,2,2,learned,32,128,0,100.0,77,aaa", "mlp-4x,5,2,2,learned,32,128,1,62.5,10000,bbb",
+             "mlp-1x,5,2,2,learned,32,32,0,50.0,10000,ccc"]
+    (tmp_path / "seeds.csv").write_text("\n".join(lines) + "\n")
+    seeds = score.seeds_from_store("mlp-4x")
+    assert seeds[(5, 2, 2, "learned", 32)] == [100.0, 62.5]
+    assert sum(len(v) for v in seeds.values()) == 2  # the other reading's line is not mixed in
+    assert score.write_seeds_csv() == 3  # kept as they were when no store adds to them
+    _, (_, within, comparisons, _, _) = score.score("mlp-4x", seeds, "")
+    assert (within, comparisons) == (1, 2)  # max 100 vs 100 within; mean 81.25 vs 100 not
