@@ -5,8 +5,8 @@
 #   3. the readings' diagnostic cells still missing from their stores
 #   4. the declared score (experiments/readings/score.py) and, if it chooses a reading, that
 #      reading's full Table 2 and Table 1 (largest groups first); else Table 1 attention-only
-# Sweeps run one process at a time: several processes sharing one GPU were slower (device-runs.md).
 #   5. reports, and everything packed into OUT/results.tar.gz
+# Sweeps run one process at a time: several processes sharing one GPU were slower (device-runs.md).
 # Every sweep is resumable and stores rows only (--no-checkpoints: the machine's disk goes away),
 # so a sweep cut by the deadline keeps what finished; rerun this script to go on.
 #
@@ -56,7 +56,7 @@ $PY experiments/readings/score.py > "$OUT/logs/score.txt" 2>&1
 head -n 14 "$OUT/logs/score.txt"
 CHOSEN=$($PY experiments/readings/score.py --chosen 2>/dev/null)
 if [ -n "$CHOSEN" ]; then
-    say "chosen: $CHOSEN; its full tables, side by side"
+    say "chosen: $CHOSEN; its full tables, one after the other"
     T2=experiments/readings/$CHOSEN/table2 T1=experiments/readings/$CHOSEN/table1
     boxed 40 600 "${SWEEP[@]}" "$T2" --workers 1 > "$OUT/logs/sweep-table2.txt" 2>&1
     boxed 40 600 "${SWEEP[@]}" "$T1" --workers 1 > "$OUT/logs/sweep-table1.txt" 2>&1

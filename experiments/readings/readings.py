@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import importlib.util
 from pathlib import Path
 
+from interp.training import sweeps
 from interp.training.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
@@ -99,25 +99,21 @@ def paper_rows() -> list[dict]:
 TABLES = ("table1", "table2")
 
 
-def _table_module(table: str):
-    """experiments/<table>/configs.py as a module (its CONFIGS and LAYOUT)."""
+def _table(table: str):
+    """experiments/<table> loaded as a sweep (its configs and layout), by interp's own loader."""
     if table not in TABLES:
         raise ValueError(f"table={table!r}; accepted: one of {TABLES}")
-    spec = importlib.util.spec_from_file_location(f"_{table}_configs", HERE.parent / table / "configs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return sweeps.load(HERE.parent / table)
 
 
 def table_configs(reading: str, table: str) -> list[TrainConfig]:
     """A whole table of the paper under one reading: experiments/<table>'s configs with the
     reading's MLP width and nothing else changed."""
-    return [dataclasses.replace(c, d_mlp=d_mlp(reading, c.case, c.d_token))
-            for c in _table_module(table).CONFIGS]
+    return [dataclasses.replace(c, d_mlp=d_mlp(reading, c.case, c.d_token)) for c in _table(table).configs]
 
 
 def table_layout(table: str) -> Layout:
-    return _table_module(table).LAYOUT
+    return _table(table).layout
 
 
 CONFIGS_PY = '''"""Reading {name!r} of experiments/readings/readings.py (written by it; edit that file)."""
