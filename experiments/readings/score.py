@@ -129,17 +129,37 @@ def score(name: str, seeds: dict, source: str) -> tuple[list[str], tuple]:
 
 
 def chosen(totals: list[tuple]) -> str | None:
-    """The declared rule: most comparisons within 5 points, ties to the smaller mean |diff|;
-    None while any reading has cells left to run (fewer than 2 x len(CELLS) comparisons)."""
-    if any(c < 2 * len(readings.CELLS) for _, _, c, _, _ in totals) or \
-            {t[0] for t in totals} != set(readings.READINGS):
+    """The declared rule: most comparisons within 5 points, ties to the smaller mean |diff|.
+
+    The winner is a reading with all its cells run; it is named as soon as no result of the
+    cells other readings still have to run could change it: a reading with ``k`` comparisons
+    left could at best add ``k`` within 5 points at |diff| 0. None while that is not settled,
+    or while a reading has no results at all.
+    """
+    full = 2 * len(readings.CELLS)
+    complete = [t for t in totals if t[2] == full]
+    if {t[0] for t in totals} != set(readings.READINGS) or not complete:
         return None
-    return min(totals, key=lambda t: (-t[1], t[3]))[0]
+    best = min(complete, key=lambda t: (-t[1], t[3]))
+    for name, within, comparisons, mean, _ in totals:
+        left = full - comparisons
+        if left == 0:
+            continue  # already compared by min()
+        at_best = within + left
+        best_mean = (mean * comparisons / full) if comparisons else 0.0
+        if at_best > best[1] or (at_best == best[1] and best_mean <= best[3]):
+            return None
+    return best[0]
+
+
+def undecided_by(totals: list[tuple], winner: str) -> list[str]:
+    """The readings with cells left to run when ``winner`` was named (their results cannot change it)."""
+    return [t[0] for t in totals if t[2] < 2 * len(readings.CELLS) and t[0] != winner]
 
 
 def main(argv: list[str] | None = None) -> str | None:
     """Score every reading, write scores.md; with ``--chosen`` print only the winner's name
-    (nothing, exit status 1, while readings have cells left to run)."""
+    (nothing, exit status 1, while the cells left to run could change it)."""
     argv = sys.argv[1:] if argv is None else argv
     write_seeds_csv()
     rows, totals, found = [], [], {}
@@ -170,7 +190,10 @@ def main(argv: list[str] | None = None) -> str | None:
     winner = chosen(totals)
     verdict = (f"**Chosen reading: `{winner}`** (the declared rule: most of the "
                f"{2 * len(readings.CELLS)} comparisons within 5 points, ties to the smaller mean |diff|)."
-               if winner else "No reading chosen yet: some readings have cells still to run.")
+               if winner else "No reading chosen yet: the cells still to run could change the winner.")
+    if winner and undecided_by(totals, winner):
+        verdict += (f" Settled with cells of {', '.join(undecided_by(totals, winner))} still to run: "
+                    "even if every comparison left were within 5 points at |diff| 0, it would not win.")
     text = ("# Readings scored on the diagnostic cells\n\nWritten by `experiments/readings/score.py` "
             "(the score declared in README.md). A reading with fewer than 28 comparisons has cells "
             "still running.\n\n" + verdict + "\n\n" + "\n".join(head) + "\n\n" + "\n".join(cells) + "\n")

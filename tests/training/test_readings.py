@@ -70,7 +70,25 @@ def test_the_declared_rule_picks_most_within_then_smallest_mean_diff():
     assert score.chosen(totals) == "attention-only"
     assert score.chosen(totals[:3]) is None  # a reading missing
     totals[1] = ("mlp-1x", 20, full - 2, 1.0, "")
-    assert score.chosen(totals) is None  # a reading with cells left to run
+    assert score.chosen(totals) is None  # a reading with cells left to run that already leads
+
+
+def test_the_rule_is_settled_early_only_when_no_result_left_can_change_it():
+    score = _score_module()
+    full = 2 * 14
+    done = [("attention-only", 10, full, 37.07, ""), ("mlp-1x", 10, full, 33.96, ""),
+            ("mlp-4x", 12, full, 32.41, "")]
+    # 8 comparisons left: 7 + 8 = 15 could beat 12
+    assert score.chosen(done + [("torch-encoder", 7, 20, 30.19, "")]) is None
+    # 3 + 8 = 11 < 12 whatever the cells left give
+    assert score.chosen(done + [("torch-encoder", 3, 20, 30.19, "")]) == "mlp-4x"
+    assert score.undecided_by(done + [("torch-encoder", 3, 20, 30.19, "")], "mlp-4x") == ["torch-encoder"]
+    # 4 + 8 = 12 ties; at |diff| 0 on the 8 left its mean could be 30.19 * 20 / 28 = 21.6 < 32.41
+    assert score.chosen(done + [("torch-encoder", 4, 20, 30.19, "")]) is None
+    # the same tie, but its best possible mean 50 * 20 / 28 = 35.7 loses the tie-break
+    assert score.chosen(done + [("torch-encoder", 4, 20, 50.0, "")]) == "mlp-4x"
+    # no complete reading: nothing to name
+    assert score.chosen([(n, 0, 0, float("nan"), "") for n, *_ in done + [("torch-encoder",)]]) is None
 
 
 def test_scores_come_from_seeds_csv_where_the_local_store_is_missing(tmp_path, monkeypatch):
