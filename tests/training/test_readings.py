@@ -106,3 +106,25 @@ def test_scores_come_from_seeds_csv_where_the_local_store_is_missing(tmp_path, m
     assert score.write_seeds_csv() == 3  # kept as they were when no store adds to them
     _, (_, within, comparisons, _, _) = score.score("mlp-4x", seeds, "")
     assert (within, comparisons) == (1, 2)  # max 100 vs 100 within; mean 81.25 vs 100 not
+
+
+def test_the_step_budget_probe_is_the_tables_runs_made_longer():
+    probe = sweeps.load(ROOT / "budget")
+    tables = {c.name(): c for t in ("table1", "table2") for c in sweeps.load(ROOT / t).configs}
+    assert len(probe.configs) == 15 and {c.max_steps for c in probe.configs} == {40_000}
+    for c in probe.configs:
+        assert tables[c.replace(max_steps=10_000).name()] == c.replace(max_steps=10_000)
+    paper = list(csv.DictReader((ROOT / "budget" / "paper.csv").read_text().splitlines()))
+    readings_paper = list(csv.DictReader((ROOT / "readings" / "mlp-4x" / "paper.csv").read_text().splitlines()))
+    assert paper and all(r in readings_paper for r in paper)
+
+
+def test_the_budget_probe_finds_the_first_step_below_the_plateau():
+    import importlib.util as iu
+
+    spec = iu.spec_from_file_location("budget", ROOT / "budget" / "budget.py")
+    budget = iu.module_from_spec(spec)
+    spec.loader.exec_module(budget)
+    # ln 100 = 4.605; 0.9 ln 100 = 4.145
+    assert budget.left_plateau([[1, 4.7], [50, 4.6], [100, 4.15], [150, 4.14], [200, 1.0]], 100) == 150
+    assert budget.left_plateau([[1, 3.1], [50, 2.99]], 20) is None
