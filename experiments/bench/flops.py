@@ -100,6 +100,24 @@ def model_flops(c: TrainConfig) -> dict[str, float]:
                 full_step=3 * c.batch_size * full, final_step=3 * c.batch_size * final)
 
 
+def step_flops(c: TrainConfig) -> float:
+    """Matmul FLOPs the fast engine executes in one optimiser step of one seed of ``c``
+    (forward and backward, ``torch.utils.flop_counter``; one warm-up step first)."""
+    one = fast_train.Ensemble([c.replace(stop_loss=0.0, max_steps=10**9)], device="cpu")
+    one.step()
+    with FlopCounterMode(display=False) as counter:
+        one.step()
+    return float(counter.get_total_flops())
+
+
+def peak_from(report: str) -> float:
+    """The one-thread peak FLOP/s a committed flops.md measured ('Peak used below: X GFLOP/s')."""
+    for line in report.splitlines():
+        if line.startswith("Peak used below:"):
+            return float(line.split(":")[1].split("GFLOP/s")[0]) * 1e9
+    raise ValueError("no 'Peak used below: X GFLOP/s' line; run experiments/bench/flops.py first")
+
+
 def measure(runner, steps: int, seeds: int, device: str) -> tuple[float, float, float]:
     """(seed-steps/s by wall time, by CPU time, matmul FLOPs counted in one seed-step)."""
     runner.step()  # warm-up

@@ -7,6 +7,12 @@
 Reads each store's sweeps log (wall time, load at start and end, cores) and its runs (process
 CPU seconds, steps) and writes where the time went. Run the sweeps with nothing else on the
 machine: the numbers are only as clean as the load column says.
+
+Then the machine's limit: per config, the matmul FLOPs the fast engine executes in one seed-step
+(``flops.step_flops``, counted by ``torch.utils.flop_counter`` in one step, not timed) times the
+seed-steps the runs took, against the one-thread peak that ``flops.py`` measured at a quiet
+moment (``flops.md``): the CPU time the matmuls alone would need at that peak, beside the CPU
+time the runs used.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ def main() -> str:
              "(commands in its docstring).", "",
              "| table | runs | wall (min) | process CPU (min, all runs) | CPU / wall | cores | load at start / end (1 min) | device |",
              "|---|--:|--:|--:|--:|--:|---|---|"]
-    total_wall, parts = 0.0, []
+    total_wall, parts, frames = 0.0, [], []
     for table in ("table1", "table2"):
         path = HERE / table / "results" / "store.sqlite"
         log = store.read_sweeps(path)
@@ -47,6 +53,7 @@ def main() -> str:
                      f"{env['device']} |")
         runs = runs.sort_values(["n_layers", "d_token"], kind="stable")
         runs["bucket"] = [bucket(r) for _, r in runs.iterrows()]
+        frames.append(runs)
         parts.append(runs.groupby("bucket", sort=False).agg(runs=("name", "size"), cpu=("cpu_seconds", "sum"),
                                                 steps=("steps", "mean"),
                                                 to_max=("steps", lambda s: int((s >= 10_000).sum()))))
@@ -59,10 +66,45 @@ def main() -> str:
         for name, r in p.iterrows():
             lines.append(f"| {name} | {int(r['runs'])} | {r['cpu'] / 60:.1f} | {100 * r['cpu'] / grand:.0f}% | "
                          f"{r['steps']:.0f} | {int(r['to_max'])} |")
+    lines += limit_lines(frames)
     text = "\n".join(lines) + "\n"
     (HERE / "timing.md").write_text(text)
     print(text)
     return text
+
+
+CONFIG_FIELDS = ("case", "n", "d_token", "n_layers", "pos_embed", "d_mlp", "batch_size", "init",
+                 "function", "lr")
+
+
+def limit_lines(frames) -> list[str]:
+    """How far each group of runs is from the machine's matmul limit (module docstring)."""
+    import sys
+
+    import pandas as pd
+
+    sys.path.insert(0, str(HERE.parent))
+    import flops
+    from interp.training.trainer import TrainConfig
+
+    peak = flops.peak_from((HERE.parent / "flops.md").read_text())
+    runs = pd.concat(frames)
+    per_config = {}
+    for key, _ in runs.groupby(list(CONFIG_FIELDS), sort=False):
+        config = TrainConfig(**dict(zip(CONFIG_FIELDS, key)))
+        per_config[key] = flops.step_flops(config)
+    runs["flop"] = [per_config[tuple(r[f] for f in CONFIG_FIELDS)] * r["steps"] for _, r in runs.iterrows()]
+    lines = ["", f"How close to the machine's limit: matmul FLOPs the fast engine executed (counted per "
+             f"seed-step, times the steps run) against the one-thread peak of `flops.md` "
+             f"({peak / 1e9:.1f} GFLOP/s):", "",
+             "| group | executed TFLOP | CPU (min) at the peak | CPU (min) used | share of peak |",
+             "|---|--:|--:|--:|--:|"]
+    groups = runs.groupby("bucket", sort=False).agg(flop=("flop", "sum"), cpu=("cpu_seconds", "sum"))
+    for name, r in [*groups.iterrows(), ("both tables", groups.sum())]:
+        at_peak = r["flop"] / peak
+        lines.append(f"| {name} | {r['flop'] / 1e12:.1f} | {at_peak / 60:.1f} | {r['cpu'] / 60:.1f} | "
+                     f"{100 * at_peak / r['cpu']:.0f}% |")
+    return lines
 
 
 if __name__ == "__main__":
