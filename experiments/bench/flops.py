@@ -100,14 +100,18 @@ def model_flops(c: TrainConfig) -> dict[str, float]:
                 full_step=3 * c.batch_size * full, final_step=3 * c.batch_size * final)
 
 
-def step_flops(c: TrainConfig) -> float:
-    """Matmul FLOPs the fast engine executes in one optimiser step of one seed of ``c``
-    (forward and backward, ``torch.utils.flop_counter``; one warm-up step first)."""
-    one = fast_train.Ensemble([c.replace(stop_loss=0.0, max_steps=10**9)], device="cpu")
-    one.step()
+def counted_step(runner) -> float:
+    """Matmul FLOPs of one ``runner.step()`` (forward and backward, ``torch.utils.flop_counter``),
+    after one warm-up step."""
+    runner.step()
     with FlopCounterMode(display=False) as counter:
-        one.step()
+        runner.step()
     return float(counter.get_total_flops())
+
+
+def step_flops(c: TrainConfig) -> float:
+    """Matmul FLOPs the fast engine executes in one optimiser step of one seed of ``c``."""
+    return counted_step(fast_train.Ensemble([c.replace(stop_loss=0.0, max_steps=10**9)], device="cpu"))
 
 
 def peak_from(report: str) -> float:
@@ -120,10 +124,7 @@ def peak_from(report: str) -> float:
 
 def measure(runner, steps: int, seeds: int, device: str) -> tuple[float, float, float]:
     """(seed-steps/s by wall time, by CPU time, matmul FLOPs counted in one seed-step)."""
-    runner.step()  # warm-up
-    with FlopCounterMode(display=False) as counter:
-        runner.step()
-    counted = counter.get_total_flops() / seeds
+    counted = counted_step(runner) / seeds  # also the warm-up
     _sync(device)
     t, c = time.perf_counter(), time.process_time()
     for _ in range(steps):

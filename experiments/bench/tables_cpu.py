@@ -73,10 +73,6 @@ def main() -> str:
     return text
 
 
-CONFIG_FIELDS = ("case", "n", "d_token", "n_layers", "pos_embed", "d_mlp", "batch_size", "init",
-                 "function", "lr")
-
-
 def limit_lines(frames) -> list[str]:
     """How far each group of runs is from the machine's matmul limit (module docstring)."""
     import sys
@@ -88,12 +84,13 @@ def limit_lines(frames) -> list[str]:
     from interp.training.trainer import TrainConfig
 
     peak = flops.peak_from((HERE.parent / "flops.md").read_text())
-    runs = pd.concat(frames)
-    per_config = {}
-    for key, _ in runs.groupby(list(CONFIG_FIELDS), sort=False):
-        config = TrainConfig(**dict(zip(CONFIG_FIELDS, key)))
-        per_config[key] = flops.step_flops(config)
-    runs["flop"] = [per_config[tuple(r[f] for f in CONFIG_FIELDS)] * r["steps"] for _, r in runs.iterrows()]
+    runs = pd.concat(frames, ignore_index=True)
+    per_cell = {}  # a step's FLOPs do not depend on the seed: counted once per cell
+    for i, r in runs.iterrows():
+        cell = TrainConfig.from_dict(json.loads(r["config"])).replace(seed=0)
+        if cell.name() not in per_cell:
+            per_cell[cell.name()] = flops.step_flops(cell)
+        runs.loc[i, "flop"] = per_cell[cell.name()] * r["steps"]
     lines = ["", f"How close to the machine's limit: matmul FLOPs the fast engine executed (counted per "
              f"seed-step, times the steps run) against the one-thread peak of `flops.md` "
              f"({peak / 1e9:.1f} GFLOP/s):", "",
