@@ -43,6 +43,10 @@ def add_arguments(p) -> None:
     p.add_argument("--no-checkpoints", action="store_true",
                    help="store the runs' rows but not their model files (a borrowed machine whose "
                         "disk goes away; the runs count as done and cannot be loaded or analysed)")
+    p.add_argument("--save-every", type=float, default=600.0, metavar="SECONDS",
+                   help="save each training group's state to <store folder>/progress/ this often "
+                        "(default 600; 0: never); the next sweep goes on from it bit for bit "
+                        "(local backend)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -109,6 +113,7 @@ def run(args) -> int:
                             retry_failed=args.retry_failed, backend=args.backend,
                             address=args.address, device=device, on_plan=on_plan,
                             checkpoints=not args.no_checkpoints,
+                            save_every=args.save_every or None,
                             on_start=lambda group: progress["start"](group),
                             on_run=lambda record: progress["run"](record))
     except KeyboardInterrupt:

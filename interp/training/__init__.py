@@ -6,7 +6,8 @@
 * :mod:`~interp.training.fast_train` - the fast exact engine: data as table rows, seed ensembles;
   its arithmetic (final-position logits regrouped, custom autograd) is
   :mod:`~interp.training.fast_math`.
-* :mod:`~interp.training.checkpoints` - safetensors checkpoints with checksums.
+* :mod:`~interp.training.checkpoints` - safetensors checkpoints with checksums;
+  :mod:`~interp.training.progress` - a training group's state saved mid-run, to go on from.
 * :mod:`~interp.training.store` - the SQLite results store (one row per run).
 * :mod:`~interp.training.sweeps` - sweep folders as data, the driver.
 * :mod:`~interp.training.workers` - the worker function, worker set-up, the one scheduler loop

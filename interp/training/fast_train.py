@@ -362,9 +362,25 @@ class Ensemble:
         return out
 
 
-def train_ensemble(configs: list, *, models_: list | None = None, device: str = "cpu") -> list:
-    """Train configs that differ only in seed as one batched ensemble; list of RunResult."""
+def train_ensemble(
+    configs: list, *, models_: list | None = None, device: str = "cpu",
+    progress: str | os.PathLike | None = None, every: float = 600.0,
+) -> list:
+    """Train configs that differ only in seed as one batched ensemble; list of RunResult.
+
+    ``progress`` (a file path, optional): go on from the state saved there if it holds this
+    group, and save the state there every ``every`` seconds of wall time
+    (:mod:`interp.training.progress`; the caller deletes it once the results are safe).
+    """
+    from interp.training import progress as progress_mod
+
     ens = Ensemble(configs, models_=models_, device=device)
+    if progress is not None:
+        progress_mod.resume(ens, progress)
+    saved = time.perf_counter()
     while not ens.done:
         ens.step()
+        if progress is not None and time.perf_counter() - saved >= every and not ens.done:
+            progress_mod.save(ens, progress)
+            saved = time.perf_counter()
     return ens.results()

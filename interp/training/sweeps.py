@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from interp.training import progress
 from interp.training import store as store_mod
 from interp.training.store import RunRecord
 from interp.training.workers import describe, run_pool, train_records
@@ -305,6 +306,7 @@ def run_sweep(
     address: str | None = None,
     device: str = "cpu",
     checkpoints: bool = True,
+    save_every: float | None = 600.0,
     on_start: Callable[[list], None] | None = None,
     on_run: Callable[[RunRecord], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
@@ -323,6 +325,9 @@ def run_sweep(
     limit, where: train at most ``limit`` runs / only configs matching ``where``.
     checkpoints: False stores each run's row without its model files (checkpoint NULL): the
              run counts as done, its numbers are kept, it cannot be loaded or analysed.
+    save_every: seconds between saves of each training group's state to
+             ``<store folder>/progress/`` (local backend; None: never), from which the next
+             sweep goes on bit for bit (:mod:`interp.training.progress`).
     on_plan(runs_to_train) is called once the store's lock is held and the plan made,
     on_start(configs) when a group starts, on_run(record) after each row commits (the CLI
     drives its progress bar with them). Nothing opens the store before the lock is held.
@@ -333,14 +338,20 @@ def run_sweep(
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads={threads!r}; accepted: an integer >= 1")
     device = check_backend(backend, address, device)  # before anything is written
+    if save_every is not None and (isinstance(save_every, bool) or not isinstance(save_every, (int, float))
+                                   or not save_every > 0):
+        raise ValueError(f"save_every={save_every!r}; accepted: seconds > 0, or None (never)")
     store_path = Path(store) if store is not None else sweep.default_store
     ckpt_root = checkpoint_dir(store_path)
+    saves = None if save_every is None or backend != "local" else progress.folder(store_path)
     configs = select(sweep.configs, where)
     start = time.perf_counter()
     with store_mod.DriverLock(store_path), store_mod.Store(store_path) as db:
         store_mod.clean_partial(ckpt_root)
         db.verify()  # an edited or corrupt row stops the sweep, naming the run
         done, repaired = _finished(db, configs)
+        if saves is not None:
+            _clean_progress(saves, configs, done)
         groups = plan(configs, done, retry_failed=retry_failed, limit=limit)
         if on_plan is not None:
             on_plan(sum(len(g) for g in groups))
@@ -368,6 +379,8 @@ def run_sweep(
                     log.warning("%s seed %s: %s", describe(rec.config), rec.seed, rec.status)
                 if on_run is not None:
                     on_run(rec)
+            if saves is not None and records:
+                progress.remove(saves, [rec.name for rec in records])
 
         outcome = "interrupted"
         try:
@@ -384,10 +397,11 @@ def run_sweep(
                 for g in groups:
                     if on_start is not None:
                         on_start(g)
-                    commit(train_records([c.to_dict() for c in g], sweep.name, device))
+                    commit(train_records([c.to_dict() for c in g], sweep.name, device,
+                                         saves and str(saves), save_every or 0.0))
             else:
                 run_pool(groups, sweep.name, min(workers, len(groups)), threads, on_start, commit,
-                         device)
+                         device, saves and str(saves), save_every or 0.0)
             outcome = "done"
         except BaseException as e:
             outcome = f"interrupted: {type(e).__name__}"
@@ -398,6 +412,15 @@ def run_sweep(
     return Summary(sweep=sweep.name, store=store_path, total=len(configs), skipped=skipped,
                    trained=trained, failed=failed, workers=workers, wall_seconds=round(wall, 3),
                    backend=backend, repaired=tuple(repaired))
+
+
+def _clean_progress(saves: Path, configs, done: dict[str, str]) -> None:
+    """Remove temporary files, and progress files of groups whose rows are all stored."""
+    progress.clean(saves)
+    for group in group_by_seed(configs):
+        names = [c.name() for c in group]
+        if all(name in done for name in names):
+            progress.remove(saves, names)
 
 
 def _finished(db, configs) -> tuple[dict[str, str], list[str]]:

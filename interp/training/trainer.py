@@ -149,8 +149,14 @@ def train(config: TrainConfig, *, engine: str = "fast", device: str = "cpu") -> 
     return train_group([config], device=device)[0]
 
 
-def train_group(configs: list[TrainConfig], *, engine: str = "fast", device: str = "cpu") -> list[RunResult]:
+def train_group(
+    configs: list[TrainConfig], *, engine: str = "fast", device: str = "cpu",
+    progress=None, every: float = 600.0,
+) -> list[RunResult]:
     """Train runs that differ only in ``seed`` (e.g. the 5 seeds of a table cell).
+
+    ``progress`` (a file path; fast engine only): resume from it and save there every ``every``
+    seconds (:mod:`interp.training.progress`).
 
     The result for each seed is the one :func:`train` gives for that seed alone, bit for bit
     on the CPU (to float rounding on CUDA, where the seeds are always stacked).
@@ -176,8 +182,12 @@ def train_group(configs: list[TrainConfig], *, engine: str = "fast", device: str
         raise ValueError(f"train_group got repeated seeds {seeds}; accepted: distinct seeds")
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r}; accepted: one of {ENGINES}")
+    if progress is not None and engine != "fast":
+        raise ValueError(f"progress files need engine='fast'; got engine={engine!r}")
+    if isinstance(every, bool) or not isinstance(every, (int, float)) or not every >= 0:
+        raise ValueError(f"every={every!r}; accepted: seconds >= 0")
     device = check_device(device)
     with one_thread():
         if engine == "reference":
             return [train_reference(c, device=device) for c in configs]
-        return fast_train.train_ensemble(configs, device=device)
+        return fast_train.train_ensemble(configs, device=device, progress=progress, every=every)

@@ -41,20 +41,25 @@ def cost(group: Sequence) -> float:
     return len(group) * seq * c.n_layers * d_model * (4 * d_model + seq + 2 * c.d_mlp)
 
 
-def train_records(config_dicts: list[dict], sweep: str, device: str = "cpu") -> list[RunRecord]:
+def train_records(config_dicts: list[dict], sweep: str, device: str = "cpu",
+                  progress_dir: str | None = None, every: float = 600.0) -> list[RunRecord]:
     """Train one group of seeds on ``device`` and return plain records (the worker's whole job).
+
+    ``progress_dir``: resume the group from its progress file there and save to it every
+    ``every`` seconds (:mod:`interp.training.progress`; the driver deletes it after committing).
 
     Runs in a worker process (or in the driver when ``workers=1``); writes nothing but a
     temporary directory of its own. An exception in the trainer marks every run of the group
     ``"failed: <reason>"`` so the sweep goes on. Each record carries the run's wall and process
     CPU seconds as the trainer measured them (the group's, divided among its seeds).
     """
-    from interp.training import checkpoints, trainer as training
+    from interp.training import checkpoints, progress, trainer as training
 
     configs = [training.TrainConfig.from_dict(d) for d in config_dicts]
     started = store_mod.now()
+    saved = None if progress_dir is None else progress.path_for(progress_dir, [c.name() for c in configs])
     try:
-        results = training.train_group(configs, device=device)
+        results = training.train_group(configs, device=device, progress=saved, every=every)
     except Exception as e:  # noqa: BLE001 - recorded in the store, reported by the driver
         log.exception("training %s failed", describe(configs[0]))
         return [
@@ -162,7 +167,8 @@ def schedule(
             commit(result(future))
 
 
-def run_pool(groups, sweep_name, workers, threads, on_start, commit, device: str = "cpu") -> None:
+def run_pool(groups, sweep_name, workers, threads, on_start, commit, device: str = "cpu",
+             progress_dir: str | None = None, every: float = 600.0) -> None:
     """The local backend: :func:`schedule` over a process pool of ``workers`` processes (on
     CUDA they share the GPU, each with its own CUDA context)."""
     import multiprocessing as mp
@@ -181,7 +187,8 @@ def run_pool(groups, sweep_name, workers, threads, on_start, commit, device: str
     try:
         schedule(
             groups, workers,
-            submit=lambda g: pool.submit(train_records, [c.to_dict() for c in g], sweep_name, device),
+            submit=lambda g: pool.submit(train_records, [c.to_dict() for c in g], sweep_name, device,
+                                         progress_dir, every),
             wait_any=lambda futures: wait(futures, return_when=FIRST_COMPLETED)[0],
             result=lambda future: future.result(),
             on_start=on_start, commit=commit,

@@ -13,6 +13,7 @@ its MKL mode, set by the CLI before torch starts, is the same; see interp.traini
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from interp.training import store, sweeps, workers
+from interp.training import progress, store, sweeps, workers
 from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
 
 # Two short groups (30 steps) scheduled first, then two long ones (300 steps, no early stop):
@@ -129,6 +130,45 @@ def test_sigkilled_sweep_resumes_to_the_uninterrupted_store(tmp_path, kill_after
     _to_completion(_interp_sweep(folder, "--workers", "1", "--store", str(ref_store)))
     ref = store.read(ref_store).set_index("name").sort_index()
     final = final.sort_index()
+    assert list(final.index) == list(ref.index)
+    for col in COMPARED:
+        assert list(final[col]) == list(ref[col]), col
+    assert [s["model.safetensors"] for s in final["checksums"]] == [
+        s["model.safetensors"] for s in ref["checksums"]]
+
+
+def test_sigkilled_sweep_goes_on_from_its_progress_files(tmp_path):
+    """Killed while a long group trains with progress saving on (every 0.05 s, so the kill can
+    land mid-save): the next sweep resumes that group from its file, and the store ends equal
+    to the uninterrupted sweep's, weights included."""
+    folder = make_sweep(tmp_path, SWEEP, name="crash")
+    path = sweeps.load(folder).default_store
+    saves = progress.folder(path)
+    with open(tmp_path / "killed.err", "w") as err:
+        proc = _interp_sweep(folder, "--workers", "2", "--save-every", "0.05", stderr=err)
+        try:
+            deadline = time.monotonic() + 300
+            while not (saves.is_dir() and any(saves.glob("*.safetensors"))):
+                assert proc.poll() is None, (tmp_path / "killed.err").read_text()[-2000:]
+                assert time.monotonic() < deadline, "no progress file in 300 s"
+                time.sleep(0.05)
+            time.sleep(0.3)  # a few more saves, one may be under way
+        finally:
+            _kill_group(proc)
+    assert proc.returncode == -signal.SIGKILL
+    ids = sorted(p.stem for p in saves.glob("*.safetensors"))
+    assert ids
+    resumed = subprocess.run([sys.executable, "-m", "interp", "sweep", str(folder), "--threads", "1",
+                              "--workers", "1", "--save-every", "0.05"],
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    for group in ids:  # each saved group went on from its file, not from step 0
+        assert re.search(rf"resumed group {group} at step [1-9]", resumed.stderr), resumed.stderr[-2000:]
+    assert list(saves.iterdir()) == []  # resumed groups' files deleted, stray temporaries gone
+    ref_store = tmp_path / "ref" / "store.sqlite"
+    _to_completion(_interp_sweep(folder, "--workers", "1", "--store", str(ref_store), "--save-every", "0"))
+    final = store.read(path).set_index("name").sort_index()
+    ref = store.read(ref_store).set_index("name").sort_index()
     assert list(final.index) == list(ref.index)
     for col in COMPARED:
         assert list(final[col]) == list(ref[col]), col

@@ -1,0 +1,177 @@
+"""Progress files: a group saved mid-training and resumed ends with the bits of one that ran
+straight through.
+
+Independent reference: the same ensemble (or sweep) run uninterrupted in this process. Every
+parameter, Adam's state, the curves, steps, losses and test accuracies are compared exactly.
+The tiny configs include two layers with MLPs (every kind of parameter and Adam state) and a
+stopping rule that ends seeds at different steps (the live-seed list must come back too).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+import torch
+
+from interp.training import fast_train, progress, sweeps, trainer as training
+from interp.training.trainer import TrainConfig
+from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
+
+
+def _group(**kw) -> list[TrainConfig]:
+    base = dict(case=5, n=5, d_token=8, pos_embed="learned", n_layers=2, d_mlp=16, max_steps=40,
+                batch_size=32, eval_batches=2, curve_every=5, stop_loss=0.0)
+    base.update(kw)
+    return [TrainConfig(seed=s, **base) for s in (0, 1, 2)]
+
+
+def _run(ens: fast_train.Ensemble) -> fast_train.Ensemble:
+    while not ens.done:
+        ens.step()
+    return ens
+
+
+def _same_state(a: fast_train.Ensemble, b: fast_train.Ensemble) -> None:
+    for ma, mb in zip(a.models, b.models, strict=True):
+        for (name, pa), (_, pb) in zip(ma.named_parameters(), mb.named_parameters(), strict=True):
+            assert torch.equal(pa, pb), name
+    sa, sb = a.opt.state_dict()["state"], b.opt.state_dict()["state"]
+    assert sa.keys() == sb.keys() and sa
+    for i in sa:
+        for key in sa[i]:
+            assert torch.equal(torch.as_tensor(sa[i][key]), torch.as_tensor(sb[i][key])), (i, key)
+    assert (a.t, a.steps, a.status, a.active) == (b.t, b.steps, b.status, b.active)
+    assert a.curves == b.curves and a.last == b.last
+
+
+@pytest.mark.parametrize("kw, stop_at", [
+    (dict(), 17),  # two layers with MLPs, every seed to max_steps
+    (dict(stop_loss=1.58, max_steps=100), 9),  # seeds stop apart (at 11, 7, 7): saved with one live
+])
+def test_a_group_saved_and_resumed_ends_with_the_uninterrupted_bits(tmp_path, kw, stop_at):
+    configs = _group(**kw)
+    straight = _run(fast_train.Ensemble(configs))
+    first = fast_train.Ensemble(configs)
+    for _ in range(stop_at):
+        first.step()
+    path = tmp_path / "g.safetensors"
+    progress.save(first, path)
+    del first
+    resumed = fast_train.Ensemble(configs)  # a fresh ensemble: step 0, fresh init
+    assert progress.resume(resumed, path)
+    assert resumed.t == stop_at
+    _same_state(straight, _run(resumed))
+    if kw.get("stop_loss"):
+        assert len(set(straight.steps)) > 1, "the seeds should stop at different steps here"
+    acc = [r.accuracy for r in straight.results()]
+    assert acc == [r.accuracy for r in resumed.results()]
+
+
+def test_train_ensemble_saves_as_it_goes_and_goes_on_from_the_file(tmp_path):
+    configs = _group(max_steps=12)
+    path = tmp_path / "g.safetensors"
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    real_step = fast_train.Ensemble.step
+
+    def step_then_stop(self):
+        calls.append(self.t)
+        if len(calls) == 7:
+            raise Stop  # a process ending mid-group, after six saved steps
+        real_step(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fast_train.Ensemble, "step", step_then_stop)
+        with pytest.raises(Stop):
+            fast_train.train_ensemble(configs, progress=path, every=0.0)
+    assert path.is_file()
+    resumed = fast_train.train_ensemble(configs, progress=path, every=0.0)
+    straight = fast_train.train_ensemble(configs)
+    for a, b in zip(straight, resumed, strict=True):
+        assert (a.curve, a.steps, a.final_loss, a.accuracy) == (b.curve, b.steps, b.final_loss, b.accuracy)
+        for (name, pa), (_, pb) in zip(a.model.named_parameters(), b.model.named_parameters()):
+            assert torch.equal(pa, pb), name
+
+
+def test_a_damaged_or_foreign_progress_file_is_set_aside_and_the_group_starts_at_zero(tmp_path):
+    configs = _group(max_steps=6)
+    path = tmp_path / "g.safetensors"
+    path.write_bytes(b"not a safetensors file")
+    ens = fast_train.Ensemble(configs)
+    assert not progress.resume(ens, path) and ens.t == 0
+    assert not path.exists() and (tmp_path / "g.safetensors.bad").is_file()
+    other = fast_train.Ensemble(_group(max_steps=7))  # other configs, same shapes
+    other.step()
+    progress.save(other, path)
+    assert not progress.resume(ens, path) and ens.t == 0
+
+
+TWO_GROUPS = """
+from interp.training.sweeps import Layout
+from interp.training.trainer import TrainConfig
+
+CONFIGS = [TrainConfig(case=5, n=5, d_token=d, pos_embed="learned", n_layers=2, d_mlp=8, seed=s,
+                       max_steps=25, stop_loss=0.0, batch_size=32, eval_batches=2, curve_every=5)
+           for d in (4, 8) for s in (0, 1)]
+LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token",
+                paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="two")
+"""
+
+COMPARED = ("accuracy", "steps", "final_loss", "curve", "status", "seed", "config")
+
+
+def _rows(store_path: Path) -> dict:
+    """Each run's numbers and its weights' sha256 (config.json also holds the run's seconds)."""
+    with sqlite3.connect(store_path) as db:
+        db.row_factory = sqlite3.Row
+        return {r["name"]: {**{k: r[k] for k in COMPARED},
+                            "weights": json.loads(r["checksums"])["model.safetensors"]}
+                for r in db.execute("SELECT * FROM runs")}
+
+
+def test_a_sweep_stopped_mid_group_goes_on_from_its_progress_file(tmp_path):
+    folder = make_sweep(tmp_path, TWO_GROUPS, "two")
+    sweep = sweeps.load(folder)
+    stopped, straight = tmp_path / "stopped" / "runs.sqlite", tmp_path / "straight" / "runs.sqlite"
+    real_step, calls = fast_train.Ensemble.step, []
+
+    def step_then_stop(self):
+        calls.append(self.t)
+        if len(calls) == 25 + 10:  # the first group done, the second stopped in its step 10
+            raise KeyboardInterrupt
+        real_step(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fast_train.Ensemble, "step", step_then_stop)
+        with pytest.raises(KeyboardInterrupt):
+            sweeps.run_sweep(sweep, store=stopped, save_every=1e-9)
+    saved = list(progress.folder(stopped).glob("*.safetensors"))
+    assert len(saved) == 1 and len(_rows(stopped)) == 2
+    calls.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fast_train.Ensemble, "step", lambda self: (calls.append(self.t), real_step(self)))
+        sweeps.run_sweep(sweep, store=stopped, save_every=1e-9)
+    assert calls[0] == 9 and len(calls) == 16  # it went on after step 9 (the last save), not from 0
+    assert list(progress.folder(stopped).iterdir()) == []  # deleted once the rows committed
+    sweeps.run_sweep(sweep, store=straight, save_every=None)
+    assert not progress.folder(straight).exists()
+    assert _rows(stopped) == _rows(straight)
+
+
+def test_bad_progress_settings_are_refused_before_anything_is_written(tmp_path):
+    folder = make_sweep(tmp_path, TWO_GROUPS, "two")
+    store_path = tmp_path / "s" / "runs.sqlite"
+    for bad in (-1, 0, "often", True):
+        with pytest.raises(ValueError, match="save_every"):
+            sweeps.run_sweep(sweeps.load(folder), store=store_path, save_every=bad)
+    assert not store_path.parent.exists()
+    with pytest.raises(ValueError, match="engine='fast'"):
+        training.train_group(_group(max_steps=2), engine="reference", progress=tmp_path / "p")
+    with pytest.raises(ValueError, match="every"):
+        training.train_group(_group(max_steps=2), every=-3)
