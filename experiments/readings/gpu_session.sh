@@ -8,7 +8,9 @@
 #   5. reports, and everything packed into OUT/results.tar.gz
 # Sweeps run one process at a time: several processes sharing one GPU were slower (device-runs.md).
 # Every sweep is resumable and stores rows only (--no-checkpoints: the machine's disk goes away),
-# so a sweep cut by the deadline keeps what finished; rerun this script to go on.
+# so a sweep cut by the deadline keeps what finished, and the group it was training is saved every
+# 60 s to its store's progress/ folder (packed too): rerun this script, or the same sweep on any
+# machine, to go on (off the GPU it goes on to float rounding, not bit for bit).
 #
 #   bash experiments/readings/gpu_session.sh OUT [BUDGET_SECONDS]     (repo root; python3 with CUDA torch)
 set -u
@@ -28,7 +30,7 @@ boxed() {
 }
 DEVICE=${DEVICE:-cuda}  # DEVICE=cpu SWEEP_EXTRA="--limit 1" tries the script's plumbing without a GPU
 # a sweep that keeps rows only: interp sweep DIR --workers W ...
-SWEEP=($PY -m interp sweep --device "$DEVICE" --threads 1 --no-checkpoints ${SWEEP_EXTRA:-})
+SWEEP=($PY -m interp sweep --device "$DEVICE" --threads 1 --no-checkpoints --save-every 60 ${SWEEP_EXTRA:-})
 
 say "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -73,7 +75,9 @@ say "5. reports and packing"
 for d in $DIRS; do timeout 20 $PY -m interp report "$d" > "$OUT/logs/report-$(basename "$d").txt" 2>&1; done
 cp -r "$OUT/logs" device-logs
 tar -czf "$OUT/results.tar.gz" device-logs experiments/readings/*/results/store.sqlite \
-    $(ls experiments/readings/*/table?/results/store.sqlite experiments/readings/*/table?/report.md \
+    $(ls experiments/readings/*/results/progress/*.safetensors \
+         experiments/readings/*/table?/results/progress/*.safetensors \
+         experiments/readings/*/table?/results/store.sqlite experiments/readings/*/table?/report.md \
          experiments/readings/*/table?/violins.png gpu-table1/store.sqlite 2>/dev/null)
 ls -la "$OUT"
 say "done"

@@ -13,15 +13,16 @@ set of configs. The file is one safetensors file: the tensors are each seed's pa
 (``model.<seed index>.<parameter name>``), Adam's state (``adam.<parameter index>.<key>``) and
 each seed's data generator (``generator.<seed index>``); the header's metadata holds, as JSON,
 the configs, the step counter, each seed's steps, last loss, status, curve, which seeds are
-still live, whether seeds were stacked, the device and the wall and CPU seconds so far (a
+still live, whether seeds were stacked, the device, the CPU model and MKL branch, and the wall
+and CPU seconds so far (a
 resumed run's ``seconds`` and ``cpu_seconds`` are the totals over all its pieces). It is written
 to a temporary sibling, fsynced, then renamed over the old one: a kill at any moment leaves the
 previous save or the new one. Loading never unpickles (safetensors and JSON only).
 
 Exactness: a group saved at step t and resumed ends with the same bits as one that ran straight
-through, when both pieces run on the same device with the same MKL mode (the resumed piece
+through, when both pieces run on the same device, CPU model and MKL mode (the resumed piece
 stacks its seeds exactly as the saved one did; it logs a warning if this process would have
-chosen otherwise, or runs on another device). ``tests/training/test_progress.py`` compares every
+chosen otherwise, or runs on another device or CPU: it then goes on to float rounding). ``tests/training/test_progress.py`` compares every
 parameter, Adam's state, curves and accuracies with an uninterrupted run, and a sweep
 interrupted mid-group with one that was not.
 
@@ -36,6 +37,7 @@ import hashlib
 import json
 import logging
 import os
+import platform
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -83,9 +85,22 @@ def snapshot(ens) -> tuple[dict[str, torch.Tensor], dict]:
         configs=[c.to_dict() for c in ens.configs], t=ens.t, steps=ens.steps, last=ens.last,
         status=ens.status, active=ens.active, curves=ens.curves, batched=ens.batched,
         device=ens.device, wall=time.perf_counter() - ens.start,
-        cpu=time.process_time() - ens.cpu_start,
+        cpu=time.process_time() - ens.cpu_start, machine=_machine(),
     )
     return tensors, meta
+
+
+def _machine() -> dict:
+    """What else decides the bits: the CPU model and MKL's reproducibility branch."""
+    from interp.training.workers import mkl_branch
+
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "mkl_branch": mkl_branch()}
 
 
 def restore(ens, tensors: dict[str, torch.Tensor], meta: dict) -> None:
@@ -107,10 +122,11 @@ def restore(ens, tensors: dict[str, torch.Tensor], meta: dict) -> None:
     ens.opt.load_state_dict({"state": state, "param_groups": ens.opt.state_dict()["param_groups"]})
     for s, g in enumerate(ens.gens):
         g.set_state(tensors[f"generator.{s}"])
-    if meta["batched"] != ens.batched or meta["device"] != ens.device:
-        log.warning("resuming a group saved with batched=%s on %s here with batched=%s on %s: "
-                    "its bits may differ from an uninterrupted run's", meta["batched"],
-                    meta["device"], ens.batched, ens.device)
+    then = (meta["batched"], meta["device"], meta.get("machine"))
+    now = (ens.batched, ens.device, _machine())
+    if then != now:
+        log.warning("resuming a group saved with (batched, device, machine) = %s here with %s: "
+                    "it goes on to float rounding, not with an uninterrupted run's bits", then, now)
     ens.batched = meta["batched"]
     ens.t, ens.steps, ens.last = meta["t"], list(meta["steps"]), list(meta["last"])
     ens.status, ens.active = list(meta["status"]), list(meta["active"])

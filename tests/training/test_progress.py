@@ -175,3 +175,20 @@ def test_bad_progress_settings_are_refused_before_anything_is_written(tmp_path):
         training.train_group(_group(max_steps=2), engine="reference", progress=tmp_path / "p")
     with pytest.raises(ValueError, match="every"):
         training.train_group(_group(max_steps=2), every=-3)
+
+
+def test_resuming_on_another_machine_says_the_bits_may_differ(tmp_path, monkeypatch, caplog):
+    configs = _group(max_steps=4)
+    ens = fast_train.Ensemble(configs)
+    ens.step()
+    path = tmp_path / "g.safetensors"
+    progress.save(ens, path)
+    same = fast_train.Ensemble(configs)
+    with caplog.at_level("WARNING", logger="interp.training.progress"):
+        assert progress.resume(same, path)
+    assert "float rounding" not in caplog.text and "resumed group" in caplog.text
+    monkeypatch.setattr(progress, "_machine", lambda: {"cpu": "another CPU", "mkl_branch": 1})
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="interp.training.progress"):
+        assert progress.resume(fast_train.Ensemble(configs), path)
+    assert "another CPU" in caplog.text and "float rounding" in caplog.text
