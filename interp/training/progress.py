@@ -94,13 +94,19 @@ def _machine() -> dict:
     """What else decides the bits: the CPU model and MKL's reproducibility branch."""
     from interp.training.workers import mkl_branch
 
-    cpu = platform.processor()
+    return {"cpu": cpu_model(), "mkl_branch": mkl_branch()}
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what :mod:`platform` knows."""
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return {"cpu": cpu, "mkl_branch": mkl_branch()}
+    return platform.processor() or platform.machine()
 
 
 def restore(ens, tensors: dict[str, torch.Tensor], meta: dict) -> None:

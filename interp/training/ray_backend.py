@@ -41,10 +41,12 @@ def require_ray():
 
 
 def worker_env(threads: int) -> dict[str, str]:
-    """Environment variables every Ray worker gets: the driver's MKL_CBWR and thread counts."""
+    """Environment variables every Ray worker gets: the driver's MKL_CBWR and
+    THP_MEM_ALLOC_ENABLE (huge pages for large tensors), and thread counts."""
     env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    if os.environ.get("MKL_CBWR"):
-        env["MKL_CBWR"] = os.environ["MKL_CBWR"]
+    for name in ("MKL_CBWR", "THP_MEM_ALLOC_ENABLE"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
     return env
 
 

@@ -74,12 +74,14 @@ def test_ray_backend_gives_the_local_backends_store(tmp_path, monkeypatch):
     assert env["backend"] == "local"
 
 
-def test_worker_env_carries_the_drivers_mkl_cbwr(monkeypatch):
+def test_worker_env_carries_the_drivers_mkl_cbwr_and_huge_pages(monkeypatch):
     monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
+    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "1")
     assert ray_backend.worker_env(1) == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                                         "MKL_CBWR": "COMPATIBLE"}
+                                         "MKL_CBWR": "COMPATIBLE", "THP_MEM_ALLOC_ENABLE": "1"}
     monkeypatch.delenv("MKL_CBWR")
-    assert "MKL_CBWR" not in ray_backend.worker_env(2)
+    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE")
+    assert set(ray_backend.worker_env(2)) == {"OMP_NUM_THREADS", "MKL_NUM_THREADS"}
 
 
 def test_backend_ray_without_ray_is_a_clear_cli_error(tmp_path, monkeypatch, capsys):
