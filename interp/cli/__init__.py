@@ -68,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     # then costs a few hundred page faults instead of ~56,000 (glibc maps every block over
     # 32 MB anew). Memory placement only: no value changes (tests/training/test_memory.py).
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    # ... and freed large tensors are kept for the next step instead of unmapped (glibc)
+    from interp.training.workers import keep_freed_memory
+
+    keep_freed_memory()
     argv = sys.argv[1:] if argv is None else list(argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     args = _parser(chosen if chosen in COMMANDS else None).parse_args(argv)

@@ -1,13 +1,16 @@
-"""Huge pages for large tensors: a training step with and without ``THP_MEM_ALLOC_ENABLE``.
+"""Memory placement and training speed: a step with and without what ``interp``'s CLI turns on.
 
-torch reads the variable once, at its first allocation, so the two sides cannot share a
-process: this script runs each side in a fresh subprocess, alternating (off, on, off, on, ...)
-so that load from elsewhere hits both alike, and prints the ratio of the medians. Each
-subprocess builds the 5-seed ensemble of one cell, takes ``--warmup`` steps, then times
-``--steps`` steps (wall and process CPU time). Same code, same bits (tests/training/test_memory.py);
-only where the allocator puts memory differs. ``interp``'s CLI turns huge pages on.
+Three sides: ``plain`` (neither), ``huge`` (``THP_MEM_ALLOC_ENABLE=1``: torch puts tensors of
+2 MB and more on transparent huge pages) and ``huge+keep`` (also
+:func:`interp.training.workers.keep_freed_memory`: glibc reuses freed large blocks instead of
+unmapping them), the last being what ``interp sweep`` runs with. torch reads the variable once, at
+its first allocation, so the sides cannot share a process: this script runs each in a fresh
+subprocess, rotating (plain, huge, huge+keep, plain, ...) so that load from elsewhere hits all
+alike, and prints the ratios of the medians. Each subprocess builds the 5-seed ensemble of one
+cell, takes ``--warmup`` steps, then times ``--steps`` steps (wall and process CPU time). Same
+code, same bits (tests/training/test_memory.py); only where memory comes from differs.
 
-    .venv/bin/python experiments/bench/hugepages.py --out experiments/bench/hugepages.md
+    .venv/bin/python experiments/bench/allocator.py --out experiments/bench/allocator.md
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ CELLS = [
 
 CHILD = """
 import json, sys, time, torch
-from interp.training import fast_train
+from interp.training import fast_train, workers
 from interp.training.trainer import TrainConfig
+if sys.argv[4] == "keep":
+    assert workers.keep_freed_memory()
 torch.set_num_threads(1)
 fields, steps, warmup = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 configs = [TrainConfig(seed=s, max_steps=10**6, stop_loss=0.0, init="pytorch", **fields) for s in range(5)]
@@ -50,9 +55,13 @@ print(json.dumps([(time.perf_counter() - w) / steps, (time.process_time() - c) /
 """
 
 
-def one(fields: dict, steps: int, warmup: int, thp: str) -> tuple[float, float]:
+SIDES = {"plain": ("0", "plain"), "huge": ("1", "plain"), "huge+keep": ("1", "keep")}
+
+
+def one(fields: dict, steps: int, warmup: int, side: str) -> tuple[float, float]:
+    thp, keep = SIDES[side]
     env = {**os.environ, "MKL_CBWR": "AUTO", "THP_MEM_ALLOC_ENABLE": thp}
-    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(fields), str(steps), str(warmup)],
+    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(fields), str(steps), str(warmup), keep],
                          env=env, capture_output=True, text=True, check=True)
     return tuple(json.loads(out.stdout))
 
@@ -67,24 +76,26 @@ def main() -> None:
     t0 = time.perf_counter()
     rows = []
     for label, fields, steps in CELLS:
-        got = {"0": [], "1": []}
+        got: dict[str, list] = {side: [] for side in SIDES}
         for _ in range(args.reps):
-            for thp in ("0", "1"):
-                got[thp].append(one(fields, steps, args.warmup, thp))
-        off = [statistics.median(x[i] for x in got["0"]) for i in (0, 1)]
-        on = [statistics.median(x[i] for x in got["1"]) for i in (0, 1)]
-        rows.append(f"| {label} | {1e3 * off[0]:.1f} | {1e3 * off[1]:.1f} | {1e3 * on[0]:.1f} | "
-                    f"{1e3 * on[1]:.1f} | {off[0] / on[0]:.2f}x |")
+            for side in SIDES:
+                got[side].append(one(fields, steps, args.warmup, side))
+        med = {side: [statistics.median(x[i] for x in got[side]) for i in (0, 1)] for side in SIDES}
+        base = med["plain"][0]
+        cells = " | ".join(f"{1e3 * w:.1f} / {1e3 * c:.1f}" for w, c in med.values())
+        ratios = " | ".join(f"{base / med[side][0]:.2f}x" for side in ("huge", "huge+keep"))
+        rows.append(f"| {label} | {cells} | {ratios} |")
         print(rows[-1], flush=True)
     text = "\n".join([
-        "Training step of a 5-seed ensemble, ms per step (median of "
-        f"{args.reps} subprocesses per side, alternating; one thread each), written by "
-        "`experiments/bench/hugepages.py`.",
+        "Training step of a 5-seed ensemble, ms per step, wall / process CPU (median of "
+        f"{args.reps} subprocesses per side, rotating; one thread each), written by "
+        "`experiments/bench/allocator.py`. plain: neither; huge: THP_MEM_ALLOC_ENABLE=1; "
+        "huge+keep: also keep_freed_memory() (what `interp sweep` runs with).",
         "",
         f"Machine: {cpu_model()}, {os.cpu_count()} cores; "
         f"load {load:.2f} at the start; {time.perf_counter() - t0:.0f} s in all.",
         "",
-        "| cell | wall, off | CPU, off | wall, on | CPU, on | wall ratio off/on |",
+        "| cell | plain | huge | huge+keep | plain / huge (wall) | plain / huge+keep (wall) |",
         "|---|--:|--:|--:|--:|--:|",
         *rows, ""])
     if args.out:
