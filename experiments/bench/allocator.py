@@ -2,7 +2,7 @@
 
 Three sides: ``plain`` (neither), ``huge`` (``THP_MEM_ALLOC_ENABLE=1``: torch puts tensors of
 2 MB and more on transparent huge pages) and ``huge+keep`` (also
-:func:`interp.training.workers.keep_freed_memory`: glibc reuses freed large blocks instead of
+:func:`interp.training.machine.keep_freed_memory`: glibc reuses freed large blocks instead of
 unmapping them), the last being what ``interp sweep`` runs with. torch reads the variable once, at
 its first allocation, so the sides cannot share a process: this script runs each in a fresh
 subprocess, rotating (plain, huge, huge+keep, plain, ...) so that load from elsewhere hits all
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from interp.training.progress import cpu_model
+from interp.training.machine import cpu_model
 
 # (label, TrainConfig fields, steps timed): the torch-encoder reading's two-layer cell that runs
 # on the CPU, mlp-4x's largest CPU cell, and attention-only cells of Table 2 and Table 1.
@@ -38,10 +38,10 @@ CELLS = [
 
 CHILD = """
 import json, sys, time, torch
-from interp.training import fast_train, workers
+from interp.training import fast_train, machine
 from interp.training.trainer import TrainConfig
 if sys.argv[4] == "keep":
-    assert workers.keep_freed_memory()
+    assert machine.keep_freed_memory()
 torch.set_num_threads(1)
 fields, steps, warmup = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 configs = [TrainConfig(seed=s, max_steps=10**6, stop_loss=0.0, init="pytorch", **fields) for s in range(5)]

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     # 32 MB anew). Memory placement only: no value changes (tests/training/test_memory.py).
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     # ... and freed large tensors are kept for the next step instead of unmapped (glibc)
-    from interp.training.workers import keep_freed_memory
+    from interp.training.machine import keep_freed_memory
 
     keep_freed_memory()
     argv = sys.argv[1:] if argv is None else list(argv)

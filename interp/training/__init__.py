@@ -11,7 +11,8 @@
 * :mod:`~interp.training.store` - the SQLite results store (one row per run).
 * :mod:`~interp.training.sweeps` - sweep folders as data, the driver.
 * :mod:`~interp.training.workers` - the worker function, worker set-up, the one scheduler loop
-  and the process-pool backend; :mod:`~interp.training.ray_backend` - the Ray backend.
+  and the process-pool backend; :mod:`~interp.training.ray_backend` - the Ray backend;
+  :mod:`~interp.training.machine` - MKL's branch, glibc's freed memory, the CPU's name.
 * :mod:`~interp.training.report` - a sweep's table beside the paper's, violins.
 
 ``from interp.training import TrainConfig`` (and ``RunResult``, ``train``, ``train_group``)

@@ -37,7 +37,6 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -92,21 +91,11 @@ def snapshot(ens) -> tuple[dict[str, torch.Tensor], dict]:
 
 def _machine() -> dict:
     """What else decides the bits: the CPU model and MKL's reproducibility branch."""
-    from interp.training.workers import mkl_branch
+    from interp.training.machine import cpu_model, mkl_branch
 
     return {"cpu": cpu_model(), "mkl_branch": mkl_branch()}
 
 
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else what :mod:`platform` knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def restore(ens, tensors: dict[str, torch.Tensor], meta: dict) -> None:

@@ -81,7 +81,8 @@ def run_groups(
     ``on_start`` marks groups that are really training. Ctrl-C (or any error) cancels the tasks
     still running; the store keeps what was committed.
     """
-    from interp.training.workers import mkl_branch, schedule
+    from interp.training.machine import mkl_branch
+    from interp.training.workers import schedule
 
     ray = require_ray()
     threads = threads or 1

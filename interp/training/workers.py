@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Hashable, Iterable, Sequence
 
 from interp.training import store as store_mod
+from interp.training.machine import keep_freed_memory, mkl_branch, mkl_library
 from interp.training.store import RunRecord
 
 log = logging.getLogger(__name__)
@@ -89,51 +90,6 @@ def train_records(config_dicts: list[dict], sweep: str, device: str = "cpu",
 # --------------------------------------------------------------------------- worker set-up
 
 
-def _mkl():
-    """torch's MKL (ctypes), or None where torch has no MKL to talk to."""
-    import ctypes
-
-    import torch
-
-    try:
-        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
-        lib.mkl_serv_cbwr_get, lib.mkl_serv_cbwr_set  # noqa: B018 - both must exist
-    except (OSError, AttributeError):
-        return None
-    return lib if torch.backends.mkl.is_available() else None
-
-
-def mkl_branch() -> int | None:
-    """This process's MKL reproducibility branch (``mkl_cbwr_get``; what ``MKL_CBWR`` set when
-    MKL started, e.g. 1 = off, 2 = AUTO), or None without MKL."""
-    lib = _mkl()
-    return None if lib is None else int(lib.mkl_serv_cbwr_get(1))
-
-
-def keep_freed_memory() -> bool:
-    """Ask glibc's malloc to keep freed memory for the next allocation of this process instead
-    of handing it back to the kernel; True if it could (glibc), False elsewhere.
-
-    glibc maps every block over 32 MB anew (mmap) and unmaps it on free, and gives back the
-    heap's free top over 128 kB: a training step's large temporaries (220 MB each for a 5-seed
-    [5, 256, 21, 2048] hidden activation) are then faulted in and zeroed page by page at every
-    step. With ``M_MMAP_MAX`` 0 and ``M_TRIM_THRESHOLD`` 2 GB they come from the heap and are
-    reused. Memory placement only, no value changes (tests/training/test_memory.py); the process
-    keeps up to 2 GB of freed memory. ``interp``'s CLI and its sweep workers call it.
-    """
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        libc.gnu_get_libc_version  # noqa: B018 - glibc only
-        M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
-        return bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 2**31 - 1))
-    except (OSError, AttributeError):
-        return False
-
-
 def init_worker(threads: int, branch: int | None = None) -> None:
     """Set up a worker process: torch threads, and the driver's MKL branch ``branch``;
     :func:`keep_freed_memory`.
@@ -151,7 +107,7 @@ def init_worker(threads: int, branch: int | None = None) -> None:
         torch.set_num_interop_threads(1)
     except RuntimeError:  # already set in this process
         pass
-    lib = _mkl() if branch is not None else None
+    lib = mkl_library() if branch is not None else None
     if lib is not None and int(lib.mkl_serv_cbwr_get(1)) != branch:
         lib.mkl_serv_cbwr_set(branch)
         if int(lib.mkl_serv_cbwr_get(1)) != branch:

@@ -167,7 +167,7 @@ MKL_BRANCHES = {"COMPATIBLE": 3, "SSE4_2": 8, "AVX2": 10, "AVX512": 12}
 def _mkl_accepts(branch: int) -> bool:
     """Whether MKL takes ``branch`` on this CPU (asked in a fresh process: a branch is fixed
     at a process's first product)."""
-    code = f"from interp.training.workers import _mkl\nprint(_mkl().mkl_serv_cbwr_set({branch}))\n"
+    code = f"from interp.training.machine import mkl_library\nprint(mkl_library().mkl_serv_cbwr_set({branch}))\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     return out.returncode == 0 and out.stdout.strip() == "0"
 

@@ -1,5 +1,5 @@
 """Memory placement changes no value: huge pages for large tensors (``THP_MEM_ALLOC_ENABLE``)
-and glibc keeping freed memory (:func:`interp.training.workers.keep_freed_memory`), both of which
+and glibc keeping freed memory (:func:`interp.training.machine.keep_freed_memory`), both of which
 ``interp``'s CLI turns on. A two-layer group with a 2048-wide MLP (hidden activations tens of MB
 per tensor, far over the 2 MB huge-page threshold and glibc's 32 MB mmap threshold) trains to the
 same bits with and without them, under the MKL mode the CLI sets; and each really takes effect
@@ -20,9 +20,9 @@ import pytest
 
 SCRIPT = """
 import hashlib, resource, sys, torch
-from interp.training import fast_train, workers
+from interp.training import fast_train, machine
 from interp.training.trainer import TrainConfig
-kept = workers.keep_freed_memory() if sys.argv[1] == "keep" else False
+kept = machine.keep_freed_memory() if sys.argv[1] == "keep" else False
 torch.set_num_threads(1)
 configs = [TrainConfig(case=5, n=10, d_token=16, pos_embed="learned", n_layers=2, d_mlp=2048,
                        seed=s, max_steps=4, stop_loss=0.0, eval_batches=1) for s in (0, 1)]
