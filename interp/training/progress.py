@@ -14,17 +14,17 @@ set of configs. The file is one safetensors file: the tensors are each seed's pa
 each seed's data generator (``generator.<seed index>``); the header's metadata holds, as JSON,
 the configs, the step counter, each seed's steps, last loss, status, curve, which seeds are
 still live, whether seeds were stacked, the device, the CPU model and MKL branch, and the wall
-and CPU seconds so far (a
-resumed run's ``seconds`` and ``cpu_seconds`` are the totals over all its pieces). It is written
+and CPU seconds so far (a resumed run's ``seconds`` and ``cpu_seconds`` are the totals over all
+its pieces; its row's ``started_at`` is when the last piece started). It is written
 to a temporary sibling, fsynced, then renamed over the old one: a kill at any moment leaves the
 previous save or the new one. Loading never unpickles (safetensors and JSON only).
 
 Exactness: a group saved at step t and resumed ends with the same bits as one that ran straight
 through, when both pieces run on the same device, CPU model and MKL mode (the resumed piece
 stacks its seeds exactly as the saved one did; it logs a warning if this process would have
-chosen otherwise, or runs on another device or CPU: it then goes on to float rounding). ``tests/training/test_progress.py`` compares every
-parameter, Adam's state, curves and accuracies with an uninterrupted run, and a sweep
-interrupted mid-group with one that was not.
+chosen otherwise, or runs on another device or CPU: it then goes on to float rounding).
+``tests/training/test_progress.py`` compares every parameter, Adam's state, curves and
+accuracies with an uninterrupted run, and a sweep interrupted mid-group with one that was not.
 
 The driver deletes a group's file once the group's rows are committed; a file whose configs do
 not match the group (a changed config cannot share an id, but a damaged file can) is set aside
@@ -96,24 +96,35 @@ def _machine() -> dict:
     return {"cpu": cpu_model(), "mkl_branch": mkl_branch()}
 
 
-
-
 def restore(ens, tensors: dict[str, torch.Tensor], meta: dict) -> None:
-    """Put a :func:`snapshot` back into a freshly built ensemble of the same configs."""
+    """Put a :func:`snapshot` back into a freshly built ensemble of the same configs.
+
+    Everything is checked before anything changes (configs, every tensor's name and shape): a
+    file that does not fit raises ValueError and leaves ``ens`` as it was.
+    """
     import torch
 
     configs = [c.to_dict() for c in ens.configs]
     if meta["configs"] != configs:
         raise ValueError("the progress file holds other configs than this group's")
-    with torch.no_grad():
-        for s, model in enumerate(ens.models):
-            for name, p in model.named_parameters():
-                p.copy_(tensors[f"model.{s}.{name}"])
+    params = {f"model.{s}.{name}": p for s, model in enumerate(ens.models)
+              for name, p in model.named_parameters()}
+    flat = [p for group in ens.opt.param_groups for p in group["params"]]
     state: dict[int, dict] = {}
     for key, value in tensors.items():
         if key.startswith("adam."):
             _, i, name = key.split(".", 2)
             state.setdefault(int(i), {})[name] = value
+            if name != "step" and (int(i) >= len(flat) or value.shape != flat[int(i)].shape):
+                raise ValueError(f"the progress file's {key} does not fit the model")
+    for key, p in params.items():
+        if key not in tensors or tensors[key].shape != p.shape:
+            raise ValueError(f"the progress file's {key} is missing or of another shape")
+    if any(f"generator.{s}" not in tensors for s in range(len(ens.gens))):
+        raise ValueError("the progress file lacks a data generator's state")
+    with torch.no_grad():
+        for key, p in params.items():
+            p.copy_(tensors[key])
     ens.opt.load_state_dict({"state": state, "param_groups": ens.opt.state_dict()["param_groups"]})
     for s, g in enumerate(ens.gens):
         g.set_state(tensors[f"generator.{s}"])

@@ -192,3 +192,22 @@ def test_resuming_on_another_machine_says_the_bits_may_differ(tmp_path, monkeypa
     with caplog.at_level("WARNING", logger="interp.training.progress"):
         assert progress.resume(fast_train.Ensemble(configs), path)
     assert "another CPU" in caplog.text and "float rounding" in caplog.text
+
+
+def test_a_file_that_does_not_fit_changes_nothing(tmp_path):
+    """A progress file of the same configs but another model shape (say, edited by hand) is
+    refused before any parameter is touched: the group starts from its own fresh init."""
+    configs = _group(max_steps=3)
+    ens = fast_train.Ensemble(configs)
+    ens.step()
+    path = tmp_path / "g.safetensors"
+    progress.save(ens, path)
+    tensors, meta = progress.snapshot(ens)
+    last = sorted(k for k in tensors if k.startswith("model.2."))[-1]  # the last seed's last parameter
+    tensors[last] = torch.zeros(3, 3)
+    fresh = fast_train.Ensemble(configs)
+    before = [p.clone() for m in fresh.models for p in m.parameters()]
+    with pytest.raises(ValueError, match="another shape"):
+        progress.restore(fresh, tensors, meta)
+    after = [p for m in fresh.models for p in m.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True)) and fresh.t == 0
