@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -90,6 +91,10 @@ def format_summary(s: Summary) -> str:
     )
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def run(args) -> int:
     import json
 
@@ -107,6 +112,10 @@ def run(args) -> int:
     def on_plan(todo: int) -> None:
         progress["bar"], progress["start"], progress["run"] = progress_callbacks(todo, f"sweep {sweep.name}")
 
+    # SIGTERM (`timeout`, a job scheduler, `kill`) stops like Ctrl-C: the pool's workers are
+    # terminated and the invocation is logged as interrupted, instead of the driver dying alone
+    # and leaving its workers training on
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         summary = run_sweep(sweep, store=store_path, workers=args.workers,
                             threads=args.threads, limit=args.limit, where=where,
@@ -122,6 +131,7 @@ def run(args) -> int:
               "resume", file=sys.stderr)
         return 130
     finally:
+        signal.signal(signal.SIGTERM, previous)
         if progress:
             progress["bar"].close()
     print(json.dumps(summary.to_dict(), indent=1) if args.json else format_summary(summary))

@@ -174,3 +174,32 @@ def test_sigkilled_sweep_goes_on_from_its_progress_files(tmp_path):
         assert list(final[col]) == list(ref[col]), col
     assert [s["model.safetensors"] for s in final["checksums"]] == [
         s["model.safetensors"] for s in ref["checksums"]]
+
+
+def test_sigterm_stops_the_sweep_and_its_workers(tmp_path):
+    """SIGTERM to the driver alone (what `timeout` and job schedulers send) ends it like Ctrl-C:
+    exit 130, the invocation logged as interrupted, and no pool worker left training."""
+    folder = make_sweep(tmp_path, SWEEP, name="crash")
+    path = sweeps.load(folder).default_store
+    with open(tmp_path / "term.err", "w") as err:
+        proc = _interp_sweep(folder, "--workers", "2", stderr=err)
+        try:
+            deadline = time.monotonic() + 300
+            while _rows_committed(path) < 1:  # the pool is up and training
+                assert proc.poll() is None, (tmp_path / "term.err").read_text()[-2000:]
+                assert time.monotonic() < deadline, "no run finished in 300 s"
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)  # the driver only, not its process group
+            assert proc.wait(timeout=60) == 130, (tmp_path / "term.err").read_text()[-2000:]
+            deadline = time.monotonic() + 30
+            while True:  # the workers (same process group) are gone
+                try:
+                    os.killpg(proc.pid, 0)
+                except ProcessLookupError:
+                    break
+                assert time.monotonic() < deadline, "pool workers outlived the driver"
+                time.sleep(0.1)
+        finally:
+            _kill_group(proc)
+    log = store.read_sweeps(path)
+    assert list(log["outcome"]) == ["interrupted: KeyboardInterrupt"]
