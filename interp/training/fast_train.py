@@ -22,7 +22,6 @@ rows instead of tokens.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import math
 import os
@@ -35,6 +34,7 @@ from torch import Tensor
 
 from interp.core import attention, models, tasks
 from interp.training import runs
+from interp.training.machine import mkl_branch
 from interp.training.fast_math import final_logits, seed_losses
 
 log = logging.getLogger(__name__)
@@ -227,11 +227,8 @@ def mkl_reproducible() -> bool:
     """
     global _MKL_CNR
     if _MKL_CNR is None:
-        try:
-            lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
-            _MKL_CNR = torch.backends.mkl.is_available() and lib.mkl_serv_cbwr_get(1) != 1
-        except (OSError, AttributeError):
-            _MKL_CNR = False
+        branch = mkl_branch()  # None without MKL; 1: CNR off
+        _MKL_CNR = branch is not None and branch != 1
     return _MKL_CNR
 
 

@@ -64,6 +64,15 @@ def _interp_sweep(folder: Path, *args: str, stderr=subprocess.PIPE) -> subproces
                             text=True)
 
 
+def _wait_for(done, proc: subprocess.Popen, err: Path, what: str, timeout: float = 300) -> None:
+    """Poll ``done()`` while the sweep runs; fail with its stderr if it exits, or on timeout."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert proc.poll() is None, err.read_text()[-2000:]
+        assert time.monotonic() < deadline, f"{what} in {timeout:.0f} s"
+        time.sleep(0.05)
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -95,11 +104,8 @@ def test_sigkilled_sweep_resumes_to_the_uninterrupted_store(tmp_path, kill_after
     with open(tmp_path / "killed.err", "w") as err:  # a file: nobody reads a pipe meanwhile
         proc = _interp_sweep(folder, "--workers", "2", stderr=err)
         try:
-            deadline = time.monotonic() + 300
-            while _rows_committed(path) < kill_after:
-                assert proc.poll() is None, (tmp_path / "killed.err").read_text()[-2000:]
-                assert time.monotonic() < deadline, "no run finished in 300 s"
-                time.sleep(0.05)
+            _wait_for(lambda: _rows_committed(path) >= kill_after, proc, tmp_path / "killed.err",
+                      "no run finished")
         finally:
             _kill_group(proc)  # SIGKILL to the driver and its pool workers: no clean-up at all
     assert proc.returncode == -signal.SIGKILL
@@ -147,11 +153,8 @@ def test_sigkilled_sweep_goes_on_from_its_progress_files(tmp_path):
     with open(tmp_path / "killed.err", "w") as err:
         proc = _interp_sweep(folder, "--workers", "2", "--save-every", "0.05", stderr=err)
         try:
-            deadline = time.monotonic() + 300
-            while not (saves.is_dir() and any(saves.glob("*.safetensors"))):
-                assert proc.poll() is None, (tmp_path / "killed.err").read_text()[-2000:]
-                assert time.monotonic() < deadline, "no progress file in 300 s"
-                time.sleep(0.05)
+            _wait_for(lambda: saves.is_dir() and any(saves.glob("*.safetensors")), proc,
+                      tmp_path / "killed.err", "no progress file")
             time.sleep(0.3)  # a few more saves, one may be under way
         finally:
             _kill_group(proc)
@@ -191,11 +194,8 @@ def test_sigterm_stops_the_sweep_and_its_workers(tmp_path):
     with open(tmp_path / "term.err", "w") as err:
         proc = _interp_sweep(folder, "--workers", "2", stderr=err)
         try:
-            deadline = time.monotonic() + 300
-            while _rows_committed(path) < 1:  # the pool is up and training
-                assert proc.poll() is None, (tmp_path / "term.err").read_text()[-2000:]
-                assert time.monotonic() < deadline, "no run finished in 300 s"
-                time.sleep(0.05)
+            _wait_for(lambda: _rows_committed(path) >= 1, proc, tmp_path / "term.err",
+                      "no run finished")  # the pool is up and training
             proc.send_signal(signal.SIGTERM)  # the driver only, not its process group
             assert proc.wait(timeout=60) == 130, (tmp_path / "term.err").read_text()[-2000:]
             deadline = time.monotonic() + 30
