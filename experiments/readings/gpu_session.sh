@@ -60,8 +60,10 @@ CHOSEN=$($PY experiments/readings/score.py --chosen 2>/dev/null)
 if [ -n "$CHOSEN" ]; then
     say "chosen: $CHOSEN; its full tables, one after the other"
     T2=experiments/readings/$CHOSEN/table2 T1=experiments/readings/$CHOSEN/table1
-    boxed 40 600 "${SWEEP[@]}" "$T2" --workers 1 > "$OUT/logs/sweep-table2.txt" 2>&1
-    boxed 40 600 "${SWEEP[@]}" "$T1" --workers 1 > "$OUT/logs/sweep-table1.txt" 2>&1
+    # the reading's own store: its diagnostic cells are runs of these tables, stored once
+    STORE=(--store experiments/readings/$CHOSEN/results/store.sqlite)
+    boxed 40 600 "${SWEEP[@]}" "$T2" "${STORE[@]}" --workers 1 > "$OUT/logs/sweep-table2.txt" 2>&1
+    boxed 40 600 "${SWEEP[@]}" "$T1" "${STORE[@]}" --workers 1 > "$OUT/logs/sweep-table1.txt" 2>&1
     DIRS="$T2 $T1"
 else
     say "no reading chosen (cells left): Table 1 attention-only on the GPU for its timing"
@@ -72,7 +74,7 @@ fi
 tail -n 6 "$OUT"/logs/sweep-table*.txt
 
 say "5. reports and packing"
-for d in $DIRS; do timeout 20 $PY -m interp report "$d" > "$OUT/logs/report-$(basename "$d").txt" 2>&1; done
+for d in $DIRS; do timeout 20 $PY -m interp report "$d" "${STORE[@]}" > "$OUT/logs/report-$(basename "$d").txt" 2>&1; done
 cp -r "$OUT/logs" device-logs
 tar -czf "$OUT/results.tar.gz" device-logs experiments/readings/*/results/store.sqlite \
     $(ls experiments/readings/*/results/progress/*.safetensors \
