@@ -170,8 +170,9 @@ def _cell(ours, paper, diff, partial: bool, has_paper: bool) -> str:
     return f"{_fmt(ours)}{mark} / {_fmt(paper)} ({_fmt(diff, signed=True)})"
 
 
-def markdown(sweep: Sweep, table, *, sweeps_log=None) -> str:
-    """The report: the paper's layout with ours / paper (difference), then per-cell detail."""
+def markdown(sweep: Sweep, table, *, sweeps_log=None, store: Path | None = None) -> str:
+    """The report: the paper's layout with ours / paper (difference), then per-cell detail.
+    ``store``: the results store read, named in the regenerate line when not the default."""
     layout = sweep.layout
     has_paper = "paper_max" in table and table["paper_max"].notna().any()
     declared = int(table["declared"].sum()) if not table.empty else 0
@@ -266,7 +267,9 @@ def markdown(sweep: Sweep, table, *, sweeps_log=None) -> str:
                       f"{int(done['runs_done'].sum())} runs"
                       + (" (plus invocations killed before they could record their time)"
                          if done["wall_seconds"].isna().any() else "") + ".", ""]
-    lines += ["Regenerate with `interp report " + _rel(sweep.root) + "`.", ""]
+    other = store is not None and Path(store).resolve() != sweep.default_store.resolve()
+    lines += ["Regenerate with `interp report " + _rel(sweep.root)
+              + (f" --store {_rel(store)}" if other else "") + "`.", ""]
     return "\n".join(lines)
 
 
@@ -428,7 +431,7 @@ def write(sweep: Sweep, *, store: str | os.PathLike | None = None,
     damaged = store_mod.checkpoint_problems(store_path) if store_path.is_file() else {}
     out.mkdir(parents=True, exist_ok=True)
     md = out / REPORT_FILE
-    text = markdown(sweep, table, sweeps_log=log) + _damaged_note(damaged)
+    text = markdown(sweep, table, sweeps_log=log, store=store_path) + _damaged_note(damaged)
     tmp = md.with_suffix(".md.tmp")
     tmp.write_text(text)
     os.replace(tmp, md)

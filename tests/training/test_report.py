@@ -154,3 +154,14 @@ def test_cli_report_refuses_a_store_that_is_not_there(filled, tmp_path, capsys):
     assert cli.main(["report", str(filled.root), "--store", str(tmp_path / "missing.sqlite")]) == 2
     assert "missing.sqlite: no such store file" in capsys.readouterr().err
     assert not (filled.root / "report.md").exists()  # nothing half-written
+
+
+def test_regenerate_line_names_a_store_other_than_the_default(filled, tmp_path):
+    """A report read from another store says how to read that store again."""
+    default = report.write(filled, out=tmp_path / "a").markdown.read_text()
+    assert "--store" not in default.split("Regenerate with")[1]
+    moved = tmp_path / "elsewhere.sqlite"
+    moved.write_bytes(filled.default_store.read_bytes())
+    text = report.write(filled, store=moved, out=tmp_path / "b").markdown.read_text()
+    assert f"--store {moved}`." in text.split("Regenerate with")[1]
+    assert "**8 of 12 runs are in the store**" in text
