@@ -419,6 +419,11 @@ class Store:
 
         class _Tx:
             def __enter__(self):
+                # a signal (Ctrl-C, SIGTERM) raised between an earlier BEGIN and its with-block
+                # leaves that transaction open with nothing to close it: roll it back first, so
+                # the write that follows (the sweep logged as interrupted) can start
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 db.execute("BEGIN IMMEDIATE")
 
             def __exit__(self, exc_type, *_):

@@ -273,3 +273,37 @@ def test_an_empty_store_file_is_refused_not_taken_as_new(tmp_path):
     with pytest.raises(ValueError, match=r"is empty \(0 bytes\).*move it away"):
         store.Store(path)
     assert path.read_bytes() == b""
+
+
+class _SignalAfterBegin:
+    """A connection that raises KeyboardInterrupt right after its first BEGIN has run: a signal
+    that lands between a transaction's start and the block that would close it."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db, self.fired = db, False
+
+    def __getattr__(self, name):
+        return getattr(self.db, name)
+
+    def execute(self, sql, *args):
+        cursor = self.db.execute(sql, *args)
+        if sql.startswith("BEGIN") and not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt("signal 15")
+        return cursor
+
+
+def test_a_signal_inside_begin_leaves_no_transaction_open(tmp_path):
+    """The sweep that was interrupted is still logged as such (the CLI's SIGTERM path), and the
+    interrupted write left nothing behind."""
+    path = tmp_path / "store.sqlite"
+    with Store(path) as db:
+        sid = db.begin_sweep("demo", workers=2)
+        real, db._db = db._db, _SignalAfterBegin(db._db)
+        with pytest.raises(KeyboardInterrupt):
+            db.put(record())
+        assert db._db.fired and real.in_transaction  # the state the CLI met
+        db._db = real
+        db.end_sweep(sid, 0, 1.5, outcome="interrupted: KeyboardInterrupt")
+    assert store.read(path).empty
+    assert list(store.read_sweeps(path)["outcome"]) == ["interrupted: KeyboardInterrupt"]
