@@ -91,8 +91,6 @@ def reading_lines() -> list[str]:
     CPU-trained runs of its group, and the table says so."""
     import sys
 
-    import pandas as pd
-
     sys.path.insert(0, str(HERE.parent.parent / "readings"))
     import readings
 
@@ -144,7 +142,7 @@ def reading_lines() -> list[str]:
     lines += ["", f"Both tables: {total:.1f} CPU-minutes, so at best {wall:.1f} min wall on "
               f"{cores} cores against the {READING_TARGET_MIN:.0f}-minute target ({verdict}"
               f"{'' if complete else '; not every run is stored yet, so this is a lower bound'})."]
-    return lines + limit_lines(pd.DataFrame(both[on_cpu]))
+    return lines + limit_lines(both[on_cpu])
 
 
 def with_flops(frames):
