@@ -37,7 +37,7 @@ group's divided among its seeds. Their ratio says how much of the wall time the 
 core for: well below 1 on a loaded machine (the sweeps log records the load average).
 
 ``sweeps`` logs each ``interp sweep`` invocation (sweep, started_at, finished_at, workers,
-runs_done, wall_seconds, outcome: ``done`` or ``interrupted: <why>``, a driver killed outright
+runs_done, wall_seconds, outcome: ``done``, ``done: N run(s) lost`` or ``interrupted: <why>``, a driver killed outright
 leaves finished_at NULL; environment: JSON of the machine facts that bear on speed and bits,
 see :func:`interp.training.sweeps.environment`, including the device and the load average at
 the start, and ``load_average_end`` once the invocation ends), so sweep wall times are recorded
@@ -47,7 +47,9 @@ Integrity. :meth:`Store.put` writes ``row_sha256`` with every row; :func:`read` 
 ``interp report`` and ``interp analyze-sweep``) and the sweep driver recompute it and refuse a
 row whose content no longer matches with a ValueError naming the run and the store, so an
 edited or corrupted row is never used silently. Rows written before the column existed (older
-stores) have ``row_sha256`` NULL and are read *unverified*; :func:`verify` counts them.
+stores) have ``row_sha256`` NULL and are read *unverified* (:func:`verify` counts them) until a
+driver opens the store and seals them as they are; a row without it beside rows with one, or
+in a store this code has opened, is an edit and refused (the ``sweeps`` log likewise).
 ``row_sha256`` covers the first schema's columns only, so it means the same in every store and
 every version of this code; columns added since (``cpu_seconds``) are sealed by
 ``extra_sha256``. An older store gains the new columns, NULL in its old rows, when a driver
@@ -55,6 +57,12 @@ opens it (:func:`read` of a store not yet opened by one gives them as NaN); code
 columns still reads and writes a store that has them.
 :func:`verify` with ``files=True`` also hashes each checkpoint's files against ``checksums``
 (``interp.training.checkpoints.load`` checks the weights against ``config.json`` on every load anyway).
+
+Identity. A store carries ``PRAGMA application_id`` :data:`APPLICATION_ID` from the first time
+this code opens it for writing. Every reader and the writer first :func:`recognise` the file,
+writing nothing (:func:`identify`): another program's SQLite file (with or without a table
+called ``runs``) or a store of a newer schema is refused with one line naming it, before a row
+is read or a byte written.
 
 Atomicity. Only the sweep driver writes the store, one run per transaction, and only after the
 run's checkpoint folder is complete and renamed into place (:func:`place_checkpoint`). A driver
@@ -65,17 +73,22 @@ journal (not WAL) keeps the store a single file that can be committed or copied 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import shutil
 import sqlite3
-import uuid
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+
+# the files beside the store, re-exported: the driver's lock and the checkpoint folders
+from interp.training.store_files import DriverLock as DriverLock
+from interp.training.store_files import check_header, sha256, sqlite_quiet, sqlite_uri
+from interp.training.store_files import clean_partial as clean_partial
+from interp.training.store_files import place_checkpoint as place_checkpoint
+from interp.training.store_files import replace_folder as replace_folder
+from interp.training.store_files import write_synced as write_synced
 
 SCHEMA_VERSION = 1
 
@@ -124,6 +137,12 @@ EXTRA_DIGEST = "extra_sha256"
 #: the ``sweeps`` log's columns under its own ``row_sha256`` (rows of older stores: NULL)
 SWEEP_COLUMNS = ("id", "sweep", "started_at", "finished_at", "workers", "runs_done",
                  "wall_seconds", "outcome", "environment")
+#: ``PRAGMA application_id`` of every store this code creates or opens for writing ("intp")
+APPLICATION_ID = int.from_bytes(b"intp", "big")
+#: columns that stores older than the application id gained after their first schema, in order
+_LATER = {"runs": (DIGEST_COLUMN, *EXTRA_COLUMNS, EXTRA_DIGEST),
+          "sweeps": ("outcome", "environment", DIGEST_COLUMN)}
+_FIRST = {"runs": RUN_COLUMNS, "sweeps": SWEEP_COLUMNS[:7]}
 
 
 def now() -> str:
@@ -158,10 +177,6 @@ class RunRecord:
         return self.status == "ok"
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def row_digest(values, columns: tuple[str, ...] | None = None) -> str:
     """sha256 of one ``runs`` row (its :data:`RUN_COLUMNS` values, as stored) as canonical JSON.
 
@@ -194,96 +209,6 @@ def extra_digest(name: str, values) -> str:
     return sha256(json.dumps(canon, sort_keys=True, separators=(",", ":")).encode())
 
 
-def place_checkpoint(files: dict[str, bytes], target: Path) -> dict[str, str]:
-    """Write a checkpoint folder atomically: into a temporary sibling, fsync, then rename.
-
-    An existing ``target`` (left by a run that was killed before its row was committed) is
-    replaced. Returns ``{file name: sha256}``.
-    """
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        for fname, data in files.items():
-            if "/" in fname or fname.startswith("."):
-                raise ValueError(f"checkpoint file name {fname!r}; accepted: a plain file name")
-            write_synced(tmp / fname, data)
-        replace_folder(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return {fname: sha256(data) for fname, data in sorted(files.items())}
-
-
-def write_synced(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` and fsync it (a folder is renamed into place only after)."""
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def replace_folder(tmp: Path, target: Path) -> None:
-    """Put the finished folder ``tmp`` at ``target`` by renames: an existing ``target`` is moved
-    aside first and removed after, so a reader sees the old folder or the new, never a mix."""
-    if target.exists():
-        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-        os.replace(target, old)
-        os.replace(tmp, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, target)
-
-
-def clean_partial(checkpoints: Path) -> list[Path]:
-    """Remove temporary folders that an interrupted driver left under ``checkpoints``."""
-    removed = []
-    if Path(checkpoints).is_dir():
-        for p in Path(checkpoints).iterdir():
-            if p.name.startswith(".") and (".tmp-" in p.name or ".old-" in p.name):
-                shutil.rmtree(p, ignore_errors=True)
-                removed.append(p)
-    return removed
-
-
-class DriverLock:
-    """An exclusive lock on ``<store>.lock`` held by the one driver writing a store.
-
-    A second ``interp sweep`` on the same store fails at once instead of training the same
-    runs twice. The lock is an ``flock`` on an open file, so it vanishes with the process,
-    however it dies; the file itself may stay and holds the last holder's pid.
-    """
-
-    def __init__(self, store_path: str | os.PathLike):
-        self.path = Path(str(store_path) + ".lock")
-        self._fd: int | None = None
-
-    def __enter__(self) -> "DriverLock":
-        import fcntl
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise ValueError(
-                f"another driver (pid {holder}) is writing {self.path.with_suffix('')}; "
-                "wait for it or stop it (one driver per store)"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._fd = fd
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # releases the flock
-            self._fd = None
-
-
 class Store:
     """Read-write access to a store file (the sweep driver's; everyone else uses :func:`read`)."""
 
@@ -291,37 +216,53 @@ class Store:
         self.path = Path(path)
         if self.path.is_dir():
             raise ValueError(f"store path {self.path} is a folder; accepted: an SQLite file path")
-        _check_header(self.path)
+        check_header(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        created = not self.path.exists()
+        if not created:  # recognised before a single byte is written
+            identify(self.path)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None)  # explicit transactions
+            self._db = sqlite3.connect(sqlite_uri(self.path, "rwc"), uri=True, isolation_level=None)
         except sqlite3.Error as e:
             raise ValueError(sqlite_problem(self.path, e)) from None
         try:
             self._open()
-        except sqlite3.Error as e:  # not SQLite at all, a foreign schema, locked, read-only
+        except BaseException as e:  # corrupt, foreign, locked, read-only, full
             self._db.close()
-            raise ValueError(sqlite_problem(self.path, e)) from None
+            if created and self.path.is_file() and self.path.stat().st_size == 0:
+                self.path.unlink()  # a store that could not be created (a full disk) is none
+            if isinstance(e, sqlite3.Error):
+                raise ValueError(sqlite_problem(self.path, e)) from None
+            raise
 
     def _open(self) -> None:
-        self._db.execute("PRAGMA journal_mode=DELETE")
-        self._db.execute("PRAGMA synchronous=FULL")
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
-            raise ValueError(
-                f"{self.path} has store schema version {version}; accepted: {SCHEMA_VERSION}"
-            )
-        self._db.executescript(_SCHEMA)
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(sweeps)")}
-        for column in ("outcome", "environment", DIGEST_COLUMN):  # stores older than the column
-            if column not in columns:
-                self._db.execute(f"ALTER TABLE sweeps ADD COLUMN {column} TEXT")
-        present = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
-        added = {DIGEST_COLUMN: "TEXT", **EXTRA_COLUMNS, EXTRA_DIGEST: "TEXT"}
-        for column, kind in added.items():  # an older store: its rows keep NULL there
-            if column not in present:
-                self._db.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
-        self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        db = self._db
+        kind = recognise(db, self.path)  # again: SQLite has rolled back a killed writer's journal
+        db.execute("PRAGMA journal_mode=DELETE")
+        db.execute("PRAGMA synchronous=FULL")
+        with self._transaction():  # all or nothing: a driver killed here leaves the store as it was
+            for statement in _SCHEMA.split(";")[:-1]:
+                db.execute(statement)
+            for table, later in _LATER.items():  # an older store: its rows get NULL there
+                present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+                for column in (c for c in later if c not in present):
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {EXTRA_COLUMNS.get(column, 'TEXT')}")
+            if kind != "ours":
+                self._seal_older_rows()
+                db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _seal_older_rows(self) -> None:
+        """Give the rows of an older store, written before checksums existed, their digests as
+        they are when a driver first opens it: from then on a row without one is an edit
+        (:func:`verify`). Only a table where no row has a digest: one where some rows have one
+        is left for :func:`verify` to refuse."""
+        for table, columns in (("runs", RUN_COLUMNS), ("sweeps", SWEEP_COLUMNS)):
+            if self._db.execute(f"SELECT count({DIGEST_COLUMN}) FROM {table}").fetchone()[0]:
+                continue
+            for values in self._db.execute(f"SELECT {', '.join(columns)} FROM {table}").fetchall():
+                self._db.execute(f"UPDATE {table} SET {DIGEST_COLUMN}=? WHERE {columns[0]}=?",
+                                 (row_digest(values, columns), values[0]))
 
     @property
     def root(self) -> Path:
@@ -459,43 +400,96 @@ def _not_a_store(path: Path):
         raise ValueError(sqlite_problem(path, e)) from None
 
 
-def _check_header(path: Path) -> None:
-    """SQLite would take a short non-empty file of any bytes for a new database and overwrite
-    it, and an empty file for a new database; a store either does not exist yet or starts with
-    SQLite's 16-byte header (a 0-byte store is one that lost its content, e.g. on a full disk:
-    treating it as new would silently retrain everything)."""
-    if not path.is_file():
-        return
-    if path.stat().st_size == 0:
-        raise ValueError(f"{path} is empty (0 bytes): not a results store, or one that lost its "
-                         "content; move it away to start a new store there")
-    with open(path, "rb") as f:
-        if f.read(16) != b"SQLite format 3\x00":
-            raise ValueError(f"{path} is not a results store: not an SQLite file")
+def recognise(db: sqlite3.Connection, path: Path) -> str:
+    """What the SQLite file open on ``db`` is, by reading only: ``"new"`` (no tables yet),
+    ``"ours"`` (this code's application id), ``"older"`` (no application id, and exactly the
+    tables and columns an interp store had before it got one). Anything else is refused with a
+    ValueError naming the file: another program's SQLite file (with or without a ``runs``
+    table), or a store of a newer schema than :data:`SCHEMA_VERSION`."""
+    app = db.execute("PRAGMA application_id").fetchone()[0]
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    objects = sorted((kind, name) for kind, name in db.execute("SELECT type, name FROM sqlite_master")
+                     if not name.startswith("sqlite_"))  # sqlite_sequence, primary-key indexes
+    if app == 0 and not objects and version == 0:
+        return "new"
+    if app != APPLICATION_ID and not (app == 0 and _older_shape(db, objects)):
+        what = f"application id {app}" if app else f"tables {[name for _, name in objects]}"
+        raise ValueError(f"{path} is not an interp results store (another program's SQLite file: "
+                         f"{what}); pass another --store")
+    if version > SCHEMA_VERSION:
+        raise ValueError(f"{path} was written by a newer interp (store schema {version}; this one "
+                         f"reads up to {SCHEMA_VERSION}); upgrade interp")
+    if version < 0:
+        raise ValueError(f"{path} has store schema {version}; accepted: 0 to {SCHEMA_VERSION}")
+    return "ours" if app else "older"
+
+
+def _older_shape(db: sqlite3.Connection, objects: list[tuple[str, str]]) -> bool:
+    """Whether a file without an application id has exactly the tables ``runs`` and ``sweeps``
+    with the first schema's columns followed by those added since, in the order they came."""
+    if objects != [("table", "runs"), ("table", "sweeps")]:
+        return False
+    for table, first in _FIRST.items():
+        columns = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
+        added = columns[len(first):]
+        if columns[: len(first)] != first or added != _LATER[table][: len(added)]:
+            return False
+    return True
+
+
+def identify(path: Path) -> str | None:
+    """:func:`recognise` the file at ``path`` writing nothing, not even SQLite's files beside
+    it (a read-only connection to a WAL-mode file would leave ``-wal`` and ``-shm`` there).
+    None: a killed writer left a hot journal, which only a writer may roll back (a read-only
+    connection is refused); the writer recognises the file again once SQLite has done so."""
+    try:
+        uri = sqlite_uri(path, "ro", immutable=sqlite_quiet(path))
+        with closing(sqlite3.connect(uri, uri=True)) as db:
+            return recognise(db, path)
+    except sqlite3.Error as e:
+        if getattr(e, "sqlite_errorcode", None) == 776:  # SQLITE_READONLY_ROLLBACK
+            return None
+        raise ValueError(sqlite_problem(path, e)) from None
 
 
 def _connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
+    """A read-only connection to the store at ``path``, recognised (:func:`identify`) first."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no results store at {path}; run `interp sweep` first")
-    _check_header(path)
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    check_header(path)
+    kind = identify(path)
+    if kind is None:
+        raise ValueError(f"{path} holds a write left unfinished by a killed driver ({path}-journal); "
+                         "rerun `interp sweep` on it, which rolls it back, then read it")
+    if kind == "new":
+        raise ValueError(f"{path} is not a results store yet: an SQLite file without tables")
+    return sqlite3.connect(sqlite_uri(path, "ro"), uri=True)
 
 
 def _verify_rows(db: sqlite3.Connection, path: Path, *, files: bool) -> dict[str, int]:
     present = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
     later = [c if c in present else "NULL" for c in (DIGEST_COLUMN, *EXTRA_COLUMNS, EXTRA_DIGEST)]
     counts = {"verified": 0, "unverified": 0, "files": 0}
+    sealed, strict = _sealed(db, "runs", present)
     query = f"SELECT {', '.join(RUN_COLUMNS)}, {', '.join(later)} FROM runs ORDER BY rowid"
     n = len(RUN_COLUMNS)
     for row in db.execute(query):
         values, stored, extra, stored_extra = row[:n], row[n], row[n + 1 : -1], row[-1]
         name = values[0]
+        retrain = f"delete the row (DELETE FROM runs WHERE name='{name}') to retrain it"
+        if stored_extra is None and any(v is not None for v in extra):
+            raise ValueError(f"run {name} in {path} has {', '.join(EXTRA_COLUMNS)} but no "
+                             f"{EXTRA_DIGEST} (edited: this code writes both); {retrain}")
         if stored_extra is not None and extra_digest(name, extra) != stored_extra:
             raise ValueError(
                 f"run {name} in {path}: the row does not match its {EXTRA_DIGEST} (edited or "
-                f"corrupt); delete the row (DELETE FROM runs WHERE name='{name}') to retrain it"
+                f"corrupt); {retrain}"
             )
+        if stored is None and (sealed or strict):
+            raise ValueError(f"run {name} in {path} has no {DIGEST_COLUMN} "
+                             f"{_others(sealed)} (edited: a row written by this code "
+                             f"always has one); {retrain}")
         if stored is None:
             counts["unverified"] += 1
         elif row_digest(values) != stored:
@@ -511,6 +505,19 @@ def _verify_rows(db: sqlite3.Connection, path: Path, *, files: bool) -> dict[str
                 raise ValueError(f"run {name} in {path}: {problem}")
             counts["files"] += len(json.loads(values[RUN_COLUMNS.index("checksums")] or "{}"))
     return counts
+
+
+def _sealed(db: sqlite3.Connection, table: str, present: set[str]) -> tuple[int, bool]:
+    """How many rows of ``table`` have a digest, and whether every row must have one (a store
+    that this code has opened for writing: it sealed any older rows then)."""
+    sealed = db.execute(f"SELECT count({DIGEST_COLUMN}) FROM {table}").fetchone()[0] \
+        if DIGEST_COLUMN in present else 0
+    return sealed, db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+
+
+def _others(sealed: int) -> str:
+    return (f"while {sealed} other row(s) have one" if sealed
+            else "though a driver of this interp, which seals every row, has opened the store")
 
 
 def _checkpoint_problem(path: Path, values) -> str | None:
@@ -559,6 +566,7 @@ def verify(path: str | os.PathLike, *, files: bool = False) -> dict[str, int]:
     """
     path = Path(path)
     with closing(_connect_readonly(path)) as db, _not_a_store(path):
+        db.execute("BEGIN")  # one snapshot for the count of digests and the rows
         return _verify_rows(db, path, files=files)
 
 
@@ -610,10 +618,14 @@ def read_sweeps(path: str | os.PathLike):
     with closing(_connect_readonly(path)) as db, _not_a_store(path):
         db.execute("BEGIN")  # one snapshot for the check and the read
         db.execute("SELECT id FROM sweeps LIMIT 1")  # a clear error before pandas wraps it
-        has_digest = DIGEST_COLUMN in {row[1] for row in db.execute("PRAGMA table_info(sweeps)")}
-        if has_digest:
+        present = {row[1] for row in db.execute("PRAGMA table_info(sweeps)")}
+        sealed, strict = _sealed(db, "sweeps", present)
+        if DIGEST_COLUMN in present:
             query = f"SELECT {', '.join(SWEEP_COLUMNS)}, {DIGEST_COLUMN} FROM sweeps ORDER BY id"
             for *values, stored in db.execute(query):
+                if stored is None and (sealed or strict):
+                    raise ValueError(f"sweep log row {values[0]} in {path} has no {DIGEST_COLUMN} "
+                                     f"{_others(sealed)} (edited)")
                 if stored is not None and row_digest(values, SWEEP_COLUMNS) != stored:
                     raise ValueError(f"sweep log row {values[0]} in {path} does not match its "
                                      f"{DIGEST_COLUMN} (edited or corrupt)")

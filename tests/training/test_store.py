@@ -102,7 +102,7 @@ def test_sweep_log_and_errors(tmp_path):
         store.read(tmp_path / "missing.sqlite")
     with sqlite3.connect(path) as raw:
         raw.execute("PRAGMA user_version=99")
-    with pytest.raises(ValueError, match="schema version 99"):
+    with pytest.raises(ValueError, match=r"written by a newer interp \(store schema 99; this one reads up to 1\)"):
         Store(path)
 
 
@@ -175,10 +175,14 @@ def test_an_older_store_without_digests_reads_unverified_and_migrates(tmp_path):
                     "('old1', 'demo', ?, 0, 'ok', 0.75)", (json.dumps(record().config),))
     assert store.verify(path) == {"verified": 0, "unverified": 1, "files": 0}
     assert list(store.read(path)["accuracy"]) == [0.75]
-    with Store(path) as db:  # the writer adds the column; old rows stay unverified
+    with Store(path) as db:  # the writer adds the column and seals the old rows as they are
         db.put(record("new1"))
-    assert store.verify(path) == {"verified": 1, "unverified": 1, "files": 0}
+    assert store.verify(path) == {"verified": 2, "unverified": 0, "files": 0}
     assert list(store.read(path)["name"]) == ["old1", "new1"]
+    with sqlite3.connect(path) as raw:  # from now on an edit of the old row is caught too
+        raw.execute("UPDATE runs SET accuracy=0.999 WHERE name='old1'")
+    with pytest.raises(ValueError, match=r"run old1 in .*does not match its row_sha256"):
+        store.read(path)
 
 
 def _put_as_the_first_schema_did(raw, rec):
