@@ -28,6 +28,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from tqdm import tqdm
+
     from pathlib import Path
 
     from interp.inspect import analysis
@@ -35,7 +37,7 @@ def run(args) -> int:
 
     res = analysis.analyze_sweep(
         args.sweep, where=sweeps.parse_where(args.where), all_groups=args.all,
-        fail_below=args.fail_below, batch_size=args.batch_size, progress=not args.json,
+        fail_below=args.fail_below, batch_size=args.batch_size, progress=None if args.json else tqdm,
         well_below=args.well_below,
     )
     stem = args.name or Path(args.sweep).resolve().name

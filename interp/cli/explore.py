@@ -25,12 +25,14 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from tqdm import tqdm
+
     from interp.inspect import explore
     from interp.training import sweeps
 
     index = explore.write_explorer(args.store, args.out, where=sweeps.parse_where(args.where),
                                    inputs=args.inputs, batch_size=args.batch_size,
-                                   progress=not args.json)
+                                   progress=None if args.json else tqdm)
     if args.json:
         print(json.dumps({"index": str(index)}))
     else:

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from interp.training.files import write_file
+
 #: The repository's ``experiments`` folder (the sweeps live there), relative to the working
 #: directory (``make run`` runs in the repository root); ``--experiments DIR`` names another.
 EXPERIMENTS = Path("experiments")
@@ -95,9 +97,9 @@ def verify_step(ctx: Context) -> dict:
             rows.append(verify.verify(**spec, dtype=torch.float32, attention="leftmost"))
             bar.update()
     wrong = [r for r in rows if r.correct != r.inputs]
-    ctx.out.mkdir(parents=True, exist_ok=True)
     path = ctx.out / "verify.md"
-    path.write_text(
+    write_file(
+        path,
         "# Constructions vs the reference evaluator\n\n"
         f"{len(rows) - len(wrong)} of {len(rows)} checks exact "
         f"(`interp verify{'' if ctx.full else ' --quick'}`).\n\n```\n"
@@ -217,8 +219,7 @@ def run_pipeline(ctx: Context, steps: list[str] | None = None) -> dict:
         ctx.outputs[step.name] = step.fn(ctx)
         record[step.name] = dict(seconds=round(time.perf_counter() - start, 1),
                                  output=ctx.outputs[step.name])
-    ctx.out.mkdir(parents=True, exist_ok=True)
-    (ctx.out / "pipeline.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    write_file(ctx.out / "pipeline.json", json.dumps(record, indent=1, default=str) + "\n")
     return record
 
 

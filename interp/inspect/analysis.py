@@ -375,13 +375,14 @@ def _mode(d, col):
 
 def analyze_sweep(
     path, *, where: dict | None = None, all_groups: bool = False, success: float = SUCCESS,
-    fail_below: float | None = None, batch_size: int = 512, progress: bool = False,
+    fail_below: float | None = None, batch_size: int = 512, progress=None,
     well_below: float = WELL_BELOW, with_success: bool = False,
 ) -> SweepAnalysis:
     """Measure the seeds of every bimodal group of a sweep's store (all groups with
     ``all_groups``), optionally only the configs matching ``where`` (field -> value strings).
     Bimodal: some seed >= ``success`` and some seed < ``well_below`` (:func:`bimodal_groups`).
-    ``with_success``: also every group with a successful seed (what ``interp run`` measures)."""
+    ``with_success``: also every group with a successful seed (what ``interp run`` measures).
+    ``progress``: a wrapper ``progress(iterable, total=, desc=)`` such as ``tqdm.tqdm``; None: quiet."""
     import pandas as pd
 
     from interp.training import checkpoints, store
@@ -409,10 +410,8 @@ def analyze_sweep(
     rows = []
     todo = df[df.group.isin(set(chosen))]
     it = todo.iterrows()
-    if progress:
-        from tqdm import tqdm
-
-        it = tqdm(it, total=len(todo), desc="measuring seeds")
+    if progress is not None:  # the CLI's bar: only interp.cli writes to the terminal
+        it = progress(it, total=len(todo), desc="measuring seeds")
     for _, r in it:
         case, n = int(r.case), int(r.n)
         base = {k: r[k] for k in ("group", *GROUP_FIELDS, "seed")}
@@ -435,17 +434,17 @@ def analyze_sweep(
 
 def write_report(res: SweepAnalysis, out_dir, stem: str, *, title: str = "") -> dict[str, Path]:
     """Write ``<stem>.md`` (report), ``<stem>.csv`` (per-seed table) and ``<stem>-violins.png``
-    (per-seed measures by outcome) into ``out_dir``; returns the paths written."""
+    (per-seed measures by outcome) into ``out_dir``, each whole or not at all; returns them."""
     from interp.inspect import viz
+    from interp.training.files import save_figure, write_file
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = {"report": out / f"{stem}.md", "table": out / f"{stem}.csv"}
-    paths["report"].write_text(res.markdown(title) + "\n", encoding="utf-8")
-    res.table.to_csv(paths["table"], index=False)
+    write_file(paths["report"], res.markdown(title) + "\n")
+    write_file(paths["table"], res.table.to_csv(index=False))
     if len(res.table):
-        paths["violins"] = out / f"{stem}-violins.png"
-        viz.plot_seed_measures(res.table, title=stem).savefig(paths["violins"], dpi=100)
+        paths["violins"] = save_figure(viz.plot_seed_measures(res.table, title=stem),
+                                       out / f"{stem}-violins.png", dpi=100)
     return paths
 
 

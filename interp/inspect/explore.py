@@ -16,6 +16,11 @@ measures.png         per-seed measures by outcome (:func:`interp.inspect.viz.plo
 seeds/<id>/          the seed's ``circuits.png`` (QK and OV) and ``circles.png`` (embeddings)
 ==================== =========================================================================
 
+A run whose checkpoint cannot be used (corrupt, missing, or with NaN/inf weights:
+:func:`interp.training.checkpoints.load` refuses it) is skipped, and the page says which run and
+why under "Skipped runs", so one bad checkpoint does not cost the page. Every file is written
+whole or not at all (:func:`interp.training.files.write_file`).
+
 ``<id>`` is the run's name in the store. The page works from ``file://`` with no network:
 ``index.html#seed=<id>`` opens a seed, and the selector and the table's links set that hash. A
 seed's attention views render (``renderViews``, :func:`interp.inspect.viz.html_page`) when its
@@ -31,6 +36,7 @@ import re
 from pathlib import Path
 
 from interp.inspect import analysis, circuits, labels, viz
+from interp.training.files import save_figure, write_file
 
 log = logging.getLogger(__name__)
 
@@ -98,12 +104,14 @@ def runs(store_path, where: dict | None = None):
 
 
 def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: int = 3,
-                   batch_size: int = 256, progress: bool = False) -> Path:
+                   batch_size: int = 256, progress=None) -> Path:
     """Write the explorer of the module docstring into ``out_dir``; returns ``index.html``.
 
     ``store_path``: a sweep folder or a store file (:func:`interp.inspect.analysis.find_store`);
     ``inputs``: sampled inputs per attention view; ``batch_size``: inputs per measure. Bad
     arguments and empty stores raise ValueError before anything is measured or written.
+    ``progress``: a wrapper ``progress(iterable, total=, desc=)`` (e.g. ``tqdm.tqdm``) that
+    shows the seeds as they are measured; None: quiet.
     """
     import pandas as pd
 
@@ -116,14 +124,17 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
     out = Path(out_dir)
     (out / "seeds").mkdir(parents=True, exist_ok=True)
     viz.write_circuitsvis_script(out)
-    rows, sections = [], []
+    rows, sections, skipped = [], [], {}
     it = df.iterrows()
-    if progress:
-        from tqdm import tqdm
-
-        it = tqdm(it, total=len(df), desc="exploring seeds")
+    if progress is not None:  # the CLI's bar: only interp.cli writes to the terminal
+        it = progress(it, total=len(df), desc="exploring seeds")
     for _, r in it:
-        model = checkpoints.load(r.checkpoint)
+        try:
+            model = checkpoints.load(r.checkpoint)
+        except ValueError as e:  # corrupt or non-finite weights: this run only, said on the page
+            log.warning("run %s skipped: %s", r["name"], e)
+            skipped[r["name"]] = str(e)
+            continue
         row = {k: r[k] for k in ("name", "group", *analysis.GROUP_FIELDS, "seed", "outcome")}
         row.update(accuracy=float(r.accuracy), id=seed_id(r["name"]))
         row.update(analysis.measure(model, int(r.case), int(r.n), batch_size=batch_size))
@@ -133,15 +144,27 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
     table = pd.DataFrame(rows)
     path = analysis.find_store(store_path)  # DIR/results/store.sqlite: named after DIR
     title = f"Sweep explorer: {path.parent.parent.name if path.parent.name == 'results' else path.stem}"
-    body = (f"{_STYLE}<h1>{html.escape(title)}</h1>\n<p>{len(table)} seeds in "
-            f"{table.group.nunique()} config(s); choose a seed below or click a row.</p>\n"
-            + _legend() + _sweep_table(table) + _selector(table) + _sweep_figures(table, out)
-            + "".join(sections))
+    body = f"{_STYLE}<h1>{html.escape(title)}</h1>\n" + _skipped(skipped)
+    if len(table):
+        body += (f"<p>{len(table)} seeds in {table.group.nunique()} config(s); choose a seed below "
+                 "or click a row.</p>\n" + _legend() + _sweep_table(table) + _selector(table)
+                 + _sweep_figures(table, out) + "".join(sections))
+    else:
+        body += "<p>No run of this store could be shown (see above).</p>\n"
     page = viz.html_page(title, body, script_src=viz.CIRCUITSVIS_JS, js=_JS, render_on_load=False)
-    index = out / INDEX
-    index.write_text(page, encoding="utf-8")
-    log.info("explorer of %d seeds written to %s", len(table), index)
+    index = write_file(out / INDEX, page)
+    log.info("explorer of %d seeds written to %s (%d skipped)", len(table), index, len(skipped))
     return index
+
+
+def _skipped(skipped: dict[str, str]) -> str:
+    """The runs left out, each with why (the loader's one-line reason)."""
+    if not skipped:
+        return ""
+    items = "".join(f"<li>run <code>{html.escape(str(name))}</code>: {html.escape(why)}</li>\n"
+                    for name, why in skipped.items())
+    return (f'<div class="skipped"><h2>Skipped runs</h2>\n<p>{len(skipped)} run(s) are not shown: '
+            f"their checkpoint cannot be used.</p>\n<ul>\n{items}</ul>\n</div>\n")
 
 
 def _fmt(v) -> str:
@@ -184,10 +207,10 @@ def _selector(table) -> str:
 def _sweep_figures(table, out: Path) -> str:
     table = table.assign(config=[f"case {r.case}, n={r.n}, {r.n_layers}L, PE {r.pos_embed}"
                                  for _, r in table.iterrows()])
-    viz.plot_violins(table, value="accuracy", by="d_token", panel="config",
-                     title="accuracy per seed").savefig(out / "violins.png", dpi=90)
-    viz.plot_seed_measures(table, title="per-seed measures by outcome").savefig(
-        out / "measures.png", dpi=90)
+    save_figure(viz.plot_violins(table, value="accuracy", by="d_token", panel="config",
+                                 title="accuracy per seed"), out / "violins.png", dpi=90, close=True)
+    save_figure(viz.plot_seed_measures(table, title="per-seed measures by outcome"),
+                out / "measures.png", dpi=90, close=True)
     return ("<h2>Violins</h2>\n<img src=\"violins.png\" alt=\"accuracy per seed\">\n"
             "<img src=\"measures.png\" alt=\"per-seed measures by outcome\">\n")
 
@@ -198,9 +221,9 @@ def _seed_section(row: dict, model, out: Path, inputs: int) -> str:
     folder = out / "seeds" / sid
     folder.mkdir(parents=True, exist_ok=True)
     title = f"{row['group']}, seed {int(row['seed'])}"
-    viz.plot_circuits(circuits.qk_matrix(model, case, n), circuits.ov_matrix(model, case, n),
-                      title=title).savefig(folder / "circuits.png", dpi=80)
-    viz.plot_circles(model, case, n, title=title).savefig(folder / "circles.png", dpi=80)
+    save_figure(viz.plot_circuits(circuits.qk_matrix(model, case, n), circuits.ov_matrix(model, case, n),
+                                  title=title), folder / "circuits.png", dpi=80, close=True)
+    save_figure(viz.plot_circles(model, case, n, title=title), folder / "circles.png", dpi=80, close=True)
     views = viz.attention_views(model, case, n, inputs=inputs, key=sid)
     return (f'<section class="seed" id="seed-{sid}" data-seed="{sid}" hidden>\n'
             f"<h2>{html.escape(title)}</h2>\n<p>run <code>{html.escape(str(row['name']))}</code>: "

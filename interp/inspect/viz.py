@@ -25,6 +25,7 @@ import torch
 
 from interp.core import tasks
 from interp.inspect import circuits, hooks, labels, probes
+from interp.training.files import save_figure, write_file
 
 # ------------------------------------------------------------------------- attention (HTML)
 
@@ -63,9 +64,8 @@ def write_circuitsvis_script(folder, name: str = CIRCUITSVIS_JS) -> Path:
     _check_script_src(name)
     path = Path(folder) / name
     text = circuitsvis_bundle()
-    if not (path.is_file() and path.read_text(encoding="utf-8") == text):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+    if not (path.is_file() and path.read_bytes() == text.encode("utf-8")):
+        write_file(path, text)
     return path
 
 
@@ -213,11 +213,9 @@ def save_html(path, text: str, *, script_src: str | None = None) -> Path:
     """Write a page to ``path`` (folders created) and, with ``script_src``, circuitsvis's bundle
     beside it (:func:`write_circuitsvis_script`); returns the page's path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     if script_src is not None:
         write_circuitsvis_script(path.parent, script_src)
-    path.write_text(text, encoding="utf-8")
-    return path
+    return write_file(path, text)
 
 
 def save_attention_html(path, model, case: int, n: int, tokens=None, *,
@@ -369,8 +367,7 @@ def write_all(model, case: int, n: int, out_dir, *, title: str = "", tokens=None
         "spectra": plot_spectra(model, case, n, title=title),
     }
     for name, fig in figs.items():
-        paths[name] = out / f"{name}.png"
-        fig.savefig(paths[name], dpi=110)
+        paths[name] = save_figure(fig, out / f"{name}.png", dpi=110)
     return paths
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from interp.training.files import save_figure, write_file
 
 
 def polite() -> None:
@@ -45,16 +46,14 @@ class Study:
         return json.loads(path.read_text())["rows"] if path.exists() else []
 
     def save(self, name: str, payload: dict) -> None:
-        """Write folder/name atomically (a killed run keeps the previous file)."""
-        path = self.folder / name
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(payload, indent=1))
-        os.replace(tmp, path)
+        """Write folder/name whole or not at all (a killed run or a full disk keeps the previous
+        file; :func:`interp.training.files.write_file`)."""
+        write_file(self.folder / name, json.dumps(payload, indent=1))
 
     def save_figure(self, fig, name: str) -> None:
         """Tight layout, 120 dpi, folder/name."""
         fig.tight_layout()
-        fig.savefig(self.folder / name, dpi=120)
+        save_figure(fig, self.folder / name, dpi=120)
 
     def run_law(self, name: str, compute, fit, outputs) -> None:
         """The command line of the precision and temperature law scripts.

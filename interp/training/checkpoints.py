@@ -12,7 +12,9 @@ A checkpoint is a directory::
 :func:`save` writes both files into a temporary sibling directory and renames it into place,
 so a killed save leaves either the old checkpoint or the new one, never half of one.
 :func:`load` rebuilds the HookedTransformer from the JSON (no code is unpickled), checks the
-weights' sha256 and loads them.
+weights' sha256, refuses weights that are not finite (NaN or inf: a diverged or edited model
+whose hashes were recomputed still matches them, and every number measured on it would be
+noise) and loads them.
 """
 
 from __future__ import annotations
@@ -161,6 +163,26 @@ def check_config(hc: dict, where) -> None:
                          f"most half of this machine's {have / 2**30:.1f} GiB")
 
 
+def check_finite(state: dict, where, constants: dict | None = None) -> None:
+    """Raise a ValueError naming ``where`` and the first tensor of ``state`` (in name order)
+    that holds NaN or inf, with how many of each. ``constants``: buffers a fresh model holds
+    (TransformerLens's attention mask value ``IGNORE`` is -inf); a tensor equal to its
+    constant is not a weight and passes."""
+    constants = constants or {}
+    for name in sorted(state):
+        t = state[name]
+        if not t.is_floating_point() or bool(torch.isfinite(t).all()):
+            continue
+        fresh = constants.get(name)
+        if fresh is not None and fresh.shape == t.shape and torch.equal(fresh.to(t.dtype), t):
+            continue
+        nan = int(torch.isnan(t).sum())
+        inf = t.numel() - nan - int(torch.isfinite(t).sum())
+        counts = ", ".join(f"{k} {what}" for k, what in ((nan, "NaN"), (inf, "inf")) if k)
+        raise ValueError(f"{where}: tensor {name} has non-finite values ({counts}); the model "
+                         "diverged or the file was altered; retrain it instead of analysing it")
+
+
 def read_meta(path) -> dict:
     """The parsed config.json of a checkpoint (ValueError naming the path if unreadable)."""
     path = Path(path)
@@ -207,6 +229,7 @@ def _load(path):
         models.tie_pair_embedding(model, cfg.d_vocab_out)
     if desc["pos_embed_frozen"]:
         models.disable_pos_embed(model)
+    check_finite(state, path / WEIGHTS, constants=dict(model.named_buffers()))
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:

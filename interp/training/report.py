@@ -4,7 +4,9 @@
 max/avg accuracy over the seeds that are in the store, the paper's max/avg from the sweep's
 ``paper.csv`` (if any) and the differences. :func:`markdown` and :func:`violins` render it;
 :func:`write` does both into the sweep folder (``report.md``, ``violins.png``). Partial sweeps
-render too: missing cells read "—" and the header says how many runs are in.
+render too: missing cells read "—" and the header says how many runs are in. Failed runs
+(``failed: ...``) are counted and listed by name with their reason; one without numbers (no
+accuracy or steps) is left out of the max/avg and step means, never read as a number.
 
 Accuracies are in percent here, as in the paper; the store keeps fractions.
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from interp.training import store as store_mod
+from interp.training.files import save_figure, write_file
 from interp.training.sweeps import Sweep
 
 REPORT_FILE = "report.md"
@@ -75,7 +78,8 @@ def cells(sweep: Sweep, df, paper=None):
     (per seed, %), ``max``/``avg`` (ours, %), ``paper_max``/``paper_avg``, ``diff_max``/
     ``diff_avg`` (ours - paper, percentage points), ``steps`` (mean), ``chance`` (100/n),
     ``seconds`` and ``cpu_seconds`` (mean wall and process CPU seconds per run, over the runs
-    that recorded them; None if none did).
+    that recorded them; None if none did), ``failures`` ((seed, run name, status) of the runs
+    that failed).
     """
     import pandas as pd
 
@@ -96,7 +100,7 @@ def cells(sweep: Sweep, df, paper=None):
                 continue
             stored = [by_name[c.name()] for c, _ in members if c.name() in by_name]
             scored = sorted((int(r["seed"]), 100 * float(r["accuracy"])) for r in stored
-                            if r["accuracy"] is not None and not _isnan(r["accuracy"]))
+                            if _number(r["accuracy"]) is not None)
             accs = [a for _, a in scored]
             row = dict(zip(layout.rows, rk))
             row[layout.column] = ck
@@ -107,14 +111,15 @@ def cells(sweep: Sweep, df, paper=None):
                 declared=len(members),
                 runs=len(stored),
                 failed=sum(1 for r in stored if r["status"] != "ok"),
+                failures=sorted((int(r["seed"]), r["name"], r["status"]) for r in stored
+                                if r["status"] != "ok"),
                 seeds=[s for s, _ in scored],
                 accuracies=accs,
                 max=max(accs) if accs else None,
                 avg=sum(accs) / len(accs) if accs else None,
                 paper_max=None if p is None else float(p["max"]),
                 paper_avg=None if p is None else float(p["avg"]),
-                steps=(sum(int(r["steps"]) for r in stored if r["steps"] is not None) / len(stored))
-                if stored else None,
+                steps=_mean(r["steps"] for r in stored),  # a failed run may have none
                 chance=100.0 / members[0][1]["n"],
                 seconds=_mean(r.get("seconds") for r in stored),
                 cpu_seconds=_mean(r.get("cpu_seconds") for r in stored),
@@ -127,8 +132,16 @@ def cells(sweep: Sweep, df, paper=None):
 
 def _mean(values):
     """The mean of the values that are numbers (not None or NaN), or None."""
-    xs = [float(x) for x in values if x is not None and not _isnan(float(x))]
+    xs = [x for x in map(_number, values) if x is not None]
     return sum(xs) / len(xs) if xs else None
+
+
+def _number(x) -> float | None:
+    """``x`` as a float, or None where the store has no number (NULL, read as None or NaN)."""
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else x
 
 
 def _isnan(x) -> bool:
@@ -186,7 +199,8 @@ def markdown(sweep: Sweep, table, *, sweeps_log=None, store: Path | None = None)
     if n_in < declared:
         status += f" ({declared - n_in} missing: cells marked * have only some seeds, — have none)"
     if n_failed:
-        status += f"; {n_failed} failed (counted with their final accuracy)"
+        status += (f"; {n_failed} failed (listed below; counted with their final accuracy "
+                   "where they have one)")
     lines += [status + ".", ""]
     how = ("Accuracy in %, max and mean (avg) over seeds. "
            + ("Each cell reads `ours / paper (ours − paper)`, the paper's numbers from "
@@ -267,10 +281,21 @@ def markdown(sweep: Sweep, table, *, sweeps_log=None, store: Path | None = None)
                       f"{int(done['runs_done'].sum())} runs"
                       + (" (plus invocations killed before they could record their time)"
                          if done["wall_seconds"].isna().any() else "") + ".", ""]
+    lines += _failed_lines(table)
     other = store is not None and Path(store).resolve() != sweep.default_store.resolve()
     lines += ["Regenerate with `interp report " + _rel(sweep.root)
               + (f" --store {_rel(store)}" if other else "") + "`.", ""]
     return "\n".join(lines)
+
+
+def _failed_lines(table) -> list[str]:
+    """The failed runs, each with the reason the store keeps for it."""
+    failures = [f for fs in table.get("failures", []) for f in fs]
+    if not failures:
+        return []
+    return ["## Failed runs", "",
+            f"{len(failures)} run(s) failed; `interp sweep --retry-failed` on this folder trains them "
+            "again:", "", *(f"- `{name}` (seed {seed}): {status}" for seed, name, status in failures), ""]
 
 
 def _fmt_s(x) -> str:
@@ -310,7 +335,7 @@ def _none(x):
 def _extra_cols(table, layout) -> list[str]:
     known = {*layout.rows, layout.column, "declared", "runs", "failed", "seeds", "accuracies",
              "max", "avg", "paper_max", "paper_avg", "diff_max", "diff_avg", "steps", "chance",
-             "seconds", "cpu_seconds"}
+             "seconds", "cpu_seconds", "failures"}
     return [c for c in table.columns if c not in known]
 
 
@@ -371,7 +396,8 @@ def violins(sweep: Sweep, table, path: str | os.PathLike) -> Path:
                 ax.scatter(x + rng.uniform(-0.06, 0.06, len(accs)), accs, s=14, c="black", zorder=3)
                 ax.hlines(accs.mean(), x - 0.3, x + 0.3, colors="green", linewidth=2, zorder=4)
             else:
-                ax.text(x, 50, "no runs", ha="center", va="center", fontsize=8, color="grey")
+                ax.text(x, 50, f"{r['failed']} failed" if r["failed"] else "no runs",
+                        ha="center", va="center", fontsize=8, color="grey")
             if _none(r.get("paper_avg")) is not None:
                 ax.hlines(r["paper_avg"], x - 0.3, x + 0.3, colors="orange", linestyles="--",
                           linewidth=1.5, zorder=2)
@@ -402,11 +428,7 @@ def violins(sweep: Sweep, table, path: str | os.PathLike) -> Path:
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
     fig.suptitle(layout.title or sweep.name, fontsize=11)
     fig.tight_layout(rect=(0, 0.04, 1, 0.97))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110, close=True)
 
 
 # --------------------------------------------------------------------------- all together
@@ -423,19 +445,19 @@ class Written:
 
 def write(sweep: Sweep, *, store: str | os.PathLike | None = None,
           out: str | os.PathLike | None = None) -> Written:
-    """Render ``report.md`` and ``violins.png`` for ``sweep`` into ``out`` (default: its folder)."""
+    """Render ``report.md`` and ``violins.png`` for ``sweep`` into ``out`` (default: its folder).
+
+    Each file is replaced whole or left as it was (:mod:`interp.training.files`); the figure is
+    written first, so a write that fails (a full disk: a ValueError naming the file) leaves
+    both files as they were."""
     store_path = Path(store) if store is not None else sweep.default_store
     out = Path(out) if out is not None else sweep.root
     table = cells(sweep, runs(sweep, store_path), paper_table(sweep))
     log = store_mod.read_sweeps(store_path) if store_path.is_file() else None
     damaged = store_mod.checkpoint_problems(store_path) if store_path.is_file() else {}
-    out.mkdir(parents=True, exist_ok=True)
-    md = out / REPORT_FILE
     text = markdown(sweep, table, sweeps_log=log, store=store_path) + _damaged_note(damaged)
-    tmp = md.with_suffix(".md.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, md)
     png = violins(sweep, table, out / VIOLINS_FILE)
+    md = write_file(out / REPORT_FILE, text)
     return Written(markdown=md, violins=png, runs=int(table["runs"].sum()),
                    declared=int(table["declared"].sum()), damaged=damaged)
 

@@ -170,3 +170,43 @@ def test_config_attention_modes_are_checked(tmp_path):
     (path / "config.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match=r"config.json: attention modes .*sideways.*accepted"):
         checkpoints.load(path)
+
+
+def _poison(path, name, values):
+    """Write ``values`` (flat index -> float) into tensor ``name`` of the checkpoint at ``path``
+    and recompute the sha256 in config.json, as someone repairing the hashes would."""
+    from safetensors.torch import load_file, save_file
+
+    weights = path / "model.safetensors"
+    state = load_file(str(weights))
+    flat = state[name].view(-1)
+    for i, v in values.items():
+        flat[i] = v
+    save_file(state, str(weights))
+    meta = json.loads((path / "config.json").read_text())
+    meta["sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()
+    (path / "config.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("values, counts", [
+    ({0: float("nan"), 1: float("nan"), 5: float("nan")}, "3 NaN"),
+    ({2: float("inf"), 3: float("-inf")}, "2 inf"),
+    ({0: float("nan"), 4: float("inf")}, "1 NaN, 1 inf"),
+])
+def test_non_finite_weights_with_consistent_hashes_are_refused(result, tmp_path, values, counts):
+    path = checkpoints.save(result, tmp_path / "run")
+    checkpoints.load(path)  # the attention mask buffer IGNORE is -inf in every model: loads
+    _poison(path, "blocks.0.attn.W_Q", values)
+    message = (f"{path / 'model.safetensors'}: tensor blocks.0.attn.W_Q has non-finite values "
+               f"({counts})")
+    for loader in (checkpoints.load, checkpoints.load_run):
+        with pytest.raises(ValueError) as e:
+            loader(path)
+        assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_an_altered_constant_buffer_is_refused_too(tmp_path):
+    path = checkpoints.save(constructions.build(3, 6), tmp_path / "c3")
+    _poison(path, "blocks.0.attn.IGNORE", {0: float("nan")})
+    with pytest.raises(ValueError, match=r"tensor blocks.0.attn.IGNORE has non-finite values \(1 NaN\)"):
+        checkpoints.load(path)

@@ -1,0 +1,132 @@
+"""Output files written whole or not at all: :func:`write_file` and :func:`save_figure`.
+
+Every file a command writes for the reader (``report.md``, ``violins.png``, the explorer's pages
+and figures, the analysis files) goes through :func:`write_file`, because writing in place can
+lie in two ways:
+
+* a fault mid-write (a full disk, a file-size limit, a kill) leaves a truncated file where a good
+  one was, and nothing says so: a half PNG still opens as a picture with a grey bottom;
+* a fixed temporary name (``report.md.tmp``) or the target itself may be a symlink someone left
+  there, and opening it for writing writes through the link into whatever file it points at.
+
+So the bytes go into a new file of a random name beside the target, created with
+``O_CREAT | O_EXCL | O_NOFOLLOW`` (it cannot exist before, so it cannot be a link), are
+fsynced, and the file is renamed onto the target with ``os.replace``: a symlink *at* the target
+is replaced by the file, never written through, and a reader sees the old file or the new one.
+On any ``OSError`` the temporary file is removed, the target is left as it was, and the error
+becomes a one-line ``ValueError`` that names the target and what to do.
+
+Figures are rendered into memory first (:func:`save_figure`), so matplotlib never writes a file
+itself.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import secrets
+import stat
+import sys
+from pathlib import Path
+
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def problem(path, e: OSError) -> str:
+    """One line for an OSError met while writing ``path``: the path, the cause, what to do."""
+    cause = e.strerror or str(e)
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return (f"{path}: permission denied ({cause}); make it and its folder writable by this "
+                "user, or write elsewhere (--out)")
+    if e.errno == errno.EROFS:
+        return f"{path}: the file system is read-only ({cause}); write elsewhere (--out)"
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{path}: the disk is full ({cause}); free space and rerun"
+    if e.errno == errno.EFBIG:
+        return (f"{path}: the file is over this process's file-size limit or the disk is full "
+                f"({cause}); raise the limit (ulimit -f) or free space and rerun")
+    return f"{path}: {cause}"
+
+
+def write_file(path, data: bytes | str, *, encoding: str = "utf-8") -> Path:
+    """Put ``data`` at ``path`` whole, or leave ``path`` as it was (see the module docstring).
+
+    Folders are created. An existing regular file's permission bits are kept; a new file gets
+    the usual ``0o666`` less the umask. Returns ``path``; any OSError is a ValueError naming it.
+    """
+    path = Path(path)
+    if isinstance(data, str):
+        data = data.encode(encoding)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _create_beside(path)
+        try:
+            _keep_mode(fd, path)
+            view = memoryview(data)
+            while view:  # os.write may write less than asked
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        tmp = None
+        _sync_folder(path.parent)
+    except OSError as e:
+        raise ValueError(problem(path, e)) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return path
+
+
+def save_figure(fig, path, *, close: bool = False, **savefig_kw) -> Path:
+    """Render the matplotlib figure ``fig`` in memory (format from ``path``'s suffix) and
+    :func:`write_file` it; ``close`` also lets pyplot forget the figure (one made with
+    ``plt.subplots`` is otherwise kept alive by pyplot). Returns ``path``."""
+    path = Path(path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", **savefig_kw)
+    plt = sys.modules.get("matplotlib.pyplot")  # not imported: nothing holds the figure
+    if close and plt is not None:
+        plt.close(fig)
+    return write_file(path, buf.getvalue())
+
+
+def _create_beside(path: Path) -> tuple[int, str]:
+    """A new, empty file ``.<name>.<random>.tmp`` in ``path``'s folder: (descriptor, name)."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, _FLAGS, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name beside the file", str(path))
+
+
+def _keep_mode(fd: int, path: Path) -> None:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+
+
+def _sync_folder(folder: Path) -> None:
+    """fsync the folder so the rename itself survives a power cut (best effort: some file
+    systems refuse to open or sync a folder, and the file is already in place)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
