@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from interp.cli.sweep import add_load_timeout
 from interp.training.report import cells, paper_table, runs, write
 from interp.training.sweeps import load
 
@@ -13,12 +14,13 @@ def add_arguments(p) -> None:
     p.add_argument("--store", default=None, help="results store (default DIR/results/store.sqlite)")
     p.add_argument("--out", default=None, help="folder for report.md and violins.png (default DIR)")
     p.add_argument("--json", action="store_true", help="print the cells as JSON")
+    add_load_timeout(p)
 
 
 def run(args) -> int:
     import sys
 
-    sweep = load(args.dir)
+    sweep = load(args.dir, timeout=args.load_timeout)
     if args.store is not None and not Path(args.store).is_file():  # a typo, not an empty report
         raise ValueError(f"--store {args.store}: no such store file; accepted: a results store "
                          f"written by interp sweep (e.g. {sweep.default_store})")

@@ -9,14 +9,17 @@ from pathlib import Path
 from interp.training.store import RunRecord
 from interp.training.sweeps import (
     BACKENDS,
+    LOAD_TIMEOUT,
+    LOAD_TIMEOUT_ENV,
     Summary,
     check_backend,
     load,
     parse_where,
     run_sweep,
     select,
+    warm_loader,
 )
-from interp.training.workers import describe
+from interp.training.workers import describe, is_lost
 
 
 def add_arguments(p) -> None:
@@ -48,7 +51,15 @@ def add_arguments(p) -> None:
                    help="save each training group's state to <store folder>/progress/ this often "
                         "(default 600; 0: never); the next sweep goes on from it bit for bit "
                         "(local backend)")
+    add_load_timeout(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def add_load_timeout(p) -> None:
+    """--load-timeout, for every command that loads a sweep folder's configs.py."""
+    p.add_argument("--load-timeout", type=float, default=None, metavar="SECONDS",
+                   help="time configs.py may take to load, in a child process (default: "
+                        f"${LOAD_TIMEOUT_ENV}, else {LOAD_TIMEOUT:g})")
 
 
 def progress_callbacks(total: int, desc: str, *, disable: bool = False, initial: int = 0):
@@ -73,6 +84,9 @@ def progress_callbacks(total: int, desc: str, *, disable: bool = False, initial:
             running[label] -= 1
             if running[label] <= 0:
                 del running[label]
+        if is_lost(rec):  # not stored: the bar counts stored runs (and the warning names it)
+            show()
+            return
         acc = "" if rec.accuracy is None else f" {100 * rec.accuracy:.1f}%"
         bar.update()
         show(f"{label} seed {rec.seed}{acc}" + ("" if rec.ok else f" ({rec.status})"))
@@ -87,8 +101,16 @@ def format_summary(s: Summary) -> str:
         f"sweep {s.sweep}: {s.total} runs declared, {s.skipped} already stored, "
         f"{s.trained} trained now ({s.failed} failed) with "
         f"{'Ray' if s.backend == 'ray' else s.workers} worker(s) "
-        f"in {s.wall_seconds:.1f} s\nstore: {s.store}{repaired}"
+        f"in {s.wall_seconds:.1f} s\nstore: {s.store}{repaired}{format_lost(s)}"
     )
+
+
+def format_lost(s: Summary) -> str:
+    """The runs this invocation lost (not stored) and what to do; empty when none."""
+    if not s.lost:
+        return ""
+    return (f"\n{s.lost} run(s) lost: {'; '.join(s.lost_groups)}; rerun the same command to "
+            "train them")
 
 
 def _interrupt(signum, frame):
@@ -98,8 +120,9 @@ def _interrupt(signum, frame):
 def run(args) -> int:
     import json
 
+    warm_loader()  # configs.py's loader imports the trainer while this process does
     device = check_backend(args.backend, args.address, args.device)  # before anything is read
-    sweep = load(args.dir)
+    sweep = load(args.dir, timeout=args.load_timeout)
     where = parse_where(args.where)
     store_path = Path(args.store) if args.store else sweep.default_store
     configs = select(sweep.configs, where)
@@ -135,4 +158,4 @@ def run(args) -> int:
         if progress:
             progress["bar"].close()
     print(json.dumps(summary.to_dict(), indent=1) if args.json else format_summary(summary))
-    return 0
+    return 1 if summary.lost else 0  # a script must not take a sweep with lost runs for complete

@@ -1,4 +1,5 @@
-"""How far each construction may be trusted: the measured n limits, checked before any work.
+"""How far each construction may be trusted: the measured n limits, checked before any work;
+and how big a model may be built or trained on this machine (weights, one training step).
 
 Kept apart from :mod:`interp.core.constructions` (which loads TransformerLens) so that a refusal,
 e.g. ``interp verify --case 5 --n 100000``, answers before any heavy import or allocation.
@@ -76,6 +77,74 @@ def weight_bytes(case: int, n: int, dtype: torch.dtype = torch.float32) -> int:
     d_model = 7 if case == 5 else 4
     rows = tasks.d_vocab(case, n) + tasks.seq_len(case, n) + n  # W_E, W_pos, W_U
     return rows * d_model * torch.finfo(dtype).bits // 8
+
+
+#: The largest value the paper's sweeps give each field that sets a training step's size
+#: (d_mlp: 4 d_model, the widest MLP reading; seeds: the seeds of one group). The field furthest
+#: beyond it is named as what makes a step too big; where none is beyond, the field whose
+#: reduction to its smallest value (:data:`SMALLEST`) shrinks the step most.
+PAPER_SCALE = {"n": 100, "d_token": 200, "n_layers": 2, "d_mlp": None, "batch_size": 256, "seeds": 5}
+SMALLEST = {"n": 2, "d_token": 1, "n_layers": 1, "d_mlp": 0, "batch_size": 1, "seeds": 1}
+
+
+def train_step_bytes(
+    case: int, n: int, d_token: int, *, n_layers: int = 1, d_mlp: int = 0, batch_size: int = 256,
+    seeds: int = 1,
+) -> int:
+    """An upper estimate of the memory of one training step, in bytes (float32).
+
+    Per seed, with TransformerLens's shapes (d_model = 2 d_token in cases 2-3, d_head =
+    d_model, one head, logits over n at every position):
+
+    * parameters P = W_E [d_vocab, d_model] + W_pos [pos, d_model] + per layer W_Q, W_K, W_V,
+      W_O [d_model, d_model] (+ W_in, W_out [d_model, d_mlp]) + W_U [d_model, n], held 4 times
+      (weights, gradients, Adam's two moments);
+    * activations A = per layer 6 [batch, pos, d_model] (residual, q, k, v, z, out),
+      2 [batch, query_pos, key_pos] (scores, pattern), 2 [batch, pos, d_mlp] (pre, post), plus
+      the embedding [batch, pos, d_model] and the logits [batch, pos, n], held twice (forward
+      and backward).
+
+    A group of seeds trains stacked, so the total is ``seeds`` times one seed's. The fast
+    trainer needs less (it computes the final position only); this bounds both engines.
+    """
+    d = 2 * d_token if case in tasks.SAME_POSITION else d_token
+    pos, vocab = tasks.seq_len(case, n), tasks.d_vocab(case, n)
+    layer = 4 * d * d + 4 * d + (2 * d * d_mlp + d_mlp + d if d_mlp else 0)
+    params = vocab * d + pos * d + n_layers * layer + d * n + n
+    acts = n_layers * (6 * batch_size * pos * d + 2 * batch_size * pos * pos
+                       + 2 * batch_size * pos * d_mlp) + batch_size * pos * (d + n)
+    return 4 * (4 * params + 2 * acts) * seeds
+
+
+def check_trainable(config, seeds: int = 1) -> None:
+    """Raise a ValueError, before any work, when one training step of ``config`` (anything
+    with TrainConfig's fields) with ``seeds`` seeds stacked needs more than half of this
+    machine's memory (the limit :func:`check_buildable` sets on weights), naming the field that
+    makes the step big (:data:`PAPER_SCALE`)."""
+    have = memory_bytes()
+    sizes = {f: getattr(config, f) for f in ("n", "d_token", "n_layers", "d_mlp", "batch_size")}
+    sizes["seeds"] = seeds
+    need = train_step_bytes(config.case, **sizes)
+    if not have or need <= have // 2:
+        return
+    d_model = 2 * config.d_token if config.case in tasks.SAME_POSITION else config.d_token
+
+    def capped(at: dict) -> dict:
+        return {f: train_step_bytes(config.case, **{**sizes, f: min(sizes[f], v)}) for f, v in at.items()}
+
+    smaller = capped({**PAPER_SCALE, "d_mlp": 4 * d_model})
+    if min(smaller.values()) == need:  # every field within the paper's scale: a small machine
+        smaller = capped(SMALLEST)
+    top = min(smaller, key=smaller.get)
+    blame = (f"its {seeds} seeds, trained stacked, dominate" if top == "seeds"
+             else f"{top}={sizes[top]} dominates")
+    shape = " ".join(f"{f}={v}" for f, v in sizes.items() if f != "seeds")
+    raise ValueError(
+        f"one training step of case {config.case} {shape} x {seeds} seed(s) stacked needs "
+        f"~{need / 2**30:,.1f} GiB in float32 ({blame}); this machine has {have / 2**30:.1f} GiB; "
+        f"accepted: at most half of it ({have / 2**31:.1f} GiB): lower "
+        f"{'the seeds per group' if top == 'seeds' else top}"
+    )
 
 
 def memory_bytes() -> int | None:

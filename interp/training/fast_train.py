@@ -366,18 +366,28 @@ def train_ensemble(
     """Train configs that differ only in seed as one batched ensemble; list of RunResult.
 
     ``progress`` (a file path, optional): go on from the state saved there if it holds this
-    group, and save the state there every ``every`` seconds of wall time
+    group and passes its checks, and save the state there every ``every`` seconds of wall time
     (:mod:`interp.training.progress`; the caller deletes it once the results are safe).
+    Saving is an optimisation: a save that fails (a full disk, ``progress/`` gone or not a
+    folder, ...) logs one warning for the group, naming the file and the cause, and training
+    goes on; later saves are still tried, silently (space may come back), and the last good
+    file, if any, stays in place.
     """
     from interp.training import progress as progress_mod
 
     ens = Ensemble(configs, models_=models_, device=device)
     if progress is not None:
         progress_mod.resume(ens, progress)
-    saved = time.perf_counter()
+    saved, warned = time.perf_counter(), False
     while not ens.done:
         ens.step()
         if progress is not None and time.perf_counter() - saved >= every and not ens.done:
-            progress_mod.save(ens, progress)
+            try:
+                progress_mod.save(ens, progress)
+            except Exception as e:  # noqa: BLE001 - no save must cost the run itself
+                if not warned:
+                    log.warning("could not save progress to %s (%s: %s); training goes on "
+                                "without it", progress, type(e).__name__, e)
+                    warned = True
             saved = time.perf_counter()
     return ens.results()

@@ -1,6 +1,7 @@
 """Sweeps declared as data, run by one driver that alone writes the results store.
 
-A sweep is a folder holding ``configs.py`` (and optionally the paper's numbers ``paper.csv``)::
+A sweep is a folder holding ``configs.py`` (and optionally the paper's numbers ``paper.csv``),
+loaded by :func:`interp.training.loader.load` (re-exported here, with :class:`Layout`)::
 
     # experiments/table1/configs.py
     from interp.training.sweeps import Layout
@@ -16,8 +17,9 @@ says how :mod:`interp.training.report` arranges them into the paper's table (whi
 row, which one picks a column) and which ``paper.csv`` columns those fields correspond to.
 
 Running. :func:`run_sweep` groups the configs that differ only in their seed and trains each group
-with one ``train_group`` call (the trainer batches the seeds as an ensemble). Groups go to a
-local process pool of ``workers`` processes (``workers=1`` trains in the calling process).
+with one ``train_group`` call (the trainer batches the seeds as an ensemble). Groups go to up to
+``workers`` local processes, one per group (``workers=1`` trains in the calling process); a group
+whose process dies is lost alone (:mod:`interp.training.workers`) and trained by the next sweep.
 Workers return plain :class:`~interp.training.store.RunRecord` data, the checkpoint included as bytes;
 the driver places each checkpoint atomically and then commits the run's row
 (:mod:`interp.training.store`), so a killed sweep leaves nothing half-written and a rerun trains only
@@ -30,141 +32,32 @@ the returned records exactly as it does the local pool's.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 from interp.training import progress
 from interp.training import store as store_mod
+from interp.training.folders import (  # noqa: F401 - re-exported: configs.py files import Layout from here
+    CONFIGS_FILE, PAPER_FILE, Layout, Sweep, group_key,
+)
+from interp.training.loader import LOAD_TIMEOUT, LOAD_TIMEOUT_ENV, MAX_RUNS, load, warm_loader  # noqa: F401
 from interp.training.store import RunRecord
-from interp.training.workers import describe, run_pool, train_records
+from interp.training.workers import LOST, describe, environmental_failure, is_lost, run_pool, train_records
 
 log = logging.getLogger(__name__)
 
-CONFIGS_FILE = "configs.py"
-PAPER_FILE = "paper.csv"
 BACKENDS = ("local", "ray")
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How a sweep's runs form a table.
-
-    rows:   TrainConfig fields whose values pick a table row, in display order; rows appear in
-            the order their first config appears in ``CONFIGS``.
-    column: the TrainConfig field whose values pick a column group (e.g. ``"d_token"``).
-    paper:  TrainConfig field -> ``paper.csv`` column, for every row field and the column
-            field, to find the paper's max/avg for a cell. Other ``paper.csv`` columns
-            (besides ``max`` and ``avg``) are shown as extra row labels (e.g. Table 1's Keys).
-    title:  the report's heading.
-    """
-
-    rows: tuple[str, ...]
-    column: str
-    paper: dict = field(default_factory=dict)
-    title: str = ""
-
-    def __post_init__(self):
-        if isinstance(self.rows, str) or not all(isinstance(r, str) for r in self.rows):
-            raise ValueError(f"Layout.rows={self.rows!r}; accepted: a tuple of config field names")
-        object.__setattr__(self, "rows", tuple(self.rows))
-        if not isinstance(self.column, str):
-            raise ValueError(f"Layout.column={self.column!r}; accepted: one config field name")
-        unknown = set(self.paper) - set(self.rows) - {self.column}
-        if unknown:
-            raise ValueError(
-                f"Layout.paper names {sorted(unknown)}, which are not row or column fields "
-                f"({list(self.rows) + [self.column]})"
-            )
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """A loaded sweep folder."""
-
-    name: str
-    root: Path
-    configs: tuple  # of TrainConfig
-    layout: Layout
-
-    @property
-    def paper_csv(self) -> Path | None:
-        p = self.root / PAPER_FILE
-        return p if p.is_file() else None
-
-    @property
-    def default_store(self) -> Path:
-        return self.root / "results" / "store.sqlite"
-
 
 def checkpoint_dir(store_path: str | os.PathLike) -> Path:
     """Checkpoints live beside the store: ``<store folder>/checkpoints/<run name>/``."""
     return Path(store_path).parent / "checkpoints"
 
 
-def load(folder: str | os.PathLike) -> Sweep:
-    """Load ``folder/configs.py``; every problem is a ValueError naming the file and the fault.
-
-    TrainConfig validates itself when constructed, so a bad field (n < 2, a case outside 1-5,
-    ...) fails here, before anything runs, with the trainer's message naming the field.
-    """
-    from interp.training.trainer import TrainConfig
-
-    root = Path(folder)
-    path = root / CONFIGS_FILE
-    if not root.is_dir():
-        raise ValueError(f"sweep folder {root} does not exist")
-    if not path.is_file():
-        raise ValueError(f"{path} not found; a sweep folder needs a {CONFIGS_FILE} defining CONFIGS and LAYOUT")
-    module_name = f"_interp_sweep_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as e:
-        raise ValueError(f"{path}:{e.lineno}: syntax error: {e.msg}") from e
-    except Exception as e:  # a TrainConfig or Layout that refuses its values, a NameError...
-        raise ValueError(f"{path}: {type(e).__name__}: {e}") from e
-    except SystemExit as e:  # configs.py is executed as Python: an exit is a broken sweep, not success
-        raise ValueError(f"{path} called sys.exit({e.code!r}) while being loaded; a {CONFIGS_FILE} "
-                         "must only define CONFIGS and LAYOUT") from None
-    for attr in ("CONFIGS", "LAYOUT"):
-        if not hasattr(module, attr):
-            raise ValueError(f"{path} defines no {attr}")
-    configs = module.CONFIGS
-    if isinstance(configs, (str, bytes)) or not isinstance(configs, Iterable):
-        raise ValueError(f"{path}: CONFIGS is a {type(configs).__name__}; accepted: a list of TrainConfig")
-    configs = tuple(configs)
-    if not configs:
-        raise ValueError(f"{path}: CONFIGS is empty")
-    for i, c in enumerate(configs):
-        if not isinstance(c, TrainConfig):
-            raise ValueError(f"{path}: CONFIGS[{i}] is a {type(c).__name__}; accepted: TrainConfig")
-    names: dict[str, int] = {}
-    for i, c in enumerate(configs):
-        if c.name() in names:
-            raise ValueError(f"{path}: CONFIGS[{i}] repeats CONFIGS[{names[c.name()]}] ({c})")
-        names[c.name()] = i
-    layout = module.LAYOUT
-    if not isinstance(layout, Layout):
-        raise ValueError(f"{path}: LAYOUT is a {type(layout).__name__}; accepted: interp.training.sweeps.Layout")
-    fields = set(configs[0].to_dict())
-    missing = [f for f in (*layout.rows, layout.column) if f not in fields]
-    if missing:
-        raise ValueError(f"{path}: LAYOUT names {missing}, not TrainConfig fields ({sorted(fields)})")
-    return Sweep(name=root.resolve().name, root=root, configs=configs, layout=layout)
-
-
 # --------------------------------------------------------------------------- planning
-
-
-def group_key(config):
-    """Configs with equal keys differ only in their seed and train as one ensemble."""
-    return dataclasses.replace(config, seed=0)
 
 
 def group_by_seed(configs: Sequence) -> list[list]:
@@ -206,13 +99,20 @@ def select(configs: Sequence, where: dict[str, str] | None = None) -> list:
 def plan(configs: Sequence, done: dict[str, str], *, retry_failed: bool = False,
          limit: int | None = None) -> list[list]:
     """The groups still to train: stored runs are skipped (failed ones too, unless
-    ``retry_failed``); at most ``limit`` runs in all."""
+    ``retry_failed``); at most ``limit`` runs in all.
+
+    A status that records a fault of the machine rather than of training
+    (:func:`~interp.training.workers.environmental_failure`: ``lost: ...``, or an older
+    store's ``failed: OSError: ...`` from a progress save) is no result: those runs are
+    trained again without ``retry_failed``."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit={limit!r}; accepted: an integer >= 0")
 
     def finished(c) -> bool:
         status = done.get(c.name())
-        return status is not None and (status == "ok" or not retry_failed)
+        if status is None or environmental_failure(status):
+            return False
+        return status == "ok" or not retry_failed
 
     todo = [c for c in configs if not finished(c)]
     if limit is not None:
@@ -288,6 +188,8 @@ class Summary:
     wall_seconds: float
     backend: str = "local"
     repaired: tuple[str, ...] = ()  # retrained: their checkpoint was missing or corrupt
+    lost: int = 0  # runs whose group produced no result (e.g. its worker died): not stored
+    lost_groups: tuple[str, ...] = ()  # "<group>: <reason>", one per lost group
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "store": str(self.store)}
@@ -329,8 +231,14 @@ def run_sweep(
              ``<store folder>/progress/`` (local backend; None: never), from which the next
              sweep goes on bit for bit (:mod:`interp.training.progress`).
     on_plan(runs_to_train) is called once the store's lock is held and the plan made,
-    on_start(configs) when a group starts, on_run(record) after each row commits (the CLI
-    drives its progress bar with them). Nothing opens the store before the lock is held.
+    on_start(configs) when a group starts, on_run(record) after each row commits, or for a
+    lost run once it is logged (the CLI drives its progress bar with them). Nothing opens
+    the store before the lock is held.
+
+    A group that comes back lost (``"lost: <reason>"``: its worker process died, ...) is not
+    stored: one warning names the group and the reason, :attr:`Summary.lost` counts its runs
+    and the invocation's outcome says so; with no row, the next sweep trains it again (from
+    its progress file, if one was saved).
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers={workers!r}; accepted: an integer >= 1")
@@ -363,11 +271,23 @@ def run_sweep(
         skipped = sum(1 for c in configs if c.name() in done and (done[c.name()] == "ok" or not retry_failed))
         sweep_id = db.begin_sweep(sweep.name, workers,
                                   environment(workers, threads, backend, address, device))
-        trained = failed = 0
+        trained = failed = lost = 0
+        lost_groups: list[str] = []
 
         def commit(records: list[RunRecord]) -> None:
-            nonlocal trained, failed
+            nonlocal trained, failed, lost
+            gone = [rec for rec in records if is_lost(rec)]
+            for reason in dict.fromkeys(rec.status[len(LOST):] for rec in gone):  # one line a group
+                runs = [rec for rec in gone if rec.status == LOST + reason]
+                lost_groups.append(f"{describe(runs[0].config)}: {reason}")
+                log.warning("%s: %d run(s) lost: %s; not stored, the next sweep trains them",
+                            describe(runs[0].config), len(runs), reason)
+            lost += len(gone)
             for rec in records:
+                if is_lost(rec):
+                    if on_run is not None:
+                        on_run(rec)
+                    continue
                 ckpt = sums = None
                 if rec.files and checkpoints:
                     ckpt = ckpt_root / rec.name
@@ -379,7 +299,7 @@ def run_sweep(
                     log.warning("%s seed %s: %s", describe(rec.config), rec.seed, rec.status)
                 if on_run is not None:
                     on_run(rec)
-            if saves is not None and records:
+            if saves is not None and records and not gone:  # a lost group resumes from its file
                 progress.remove(saves, [rec.name for rec in records])
 
         outcome = "interrupted"
@@ -402,7 +322,7 @@ def run_sweep(
             else:
                 run_pool(groups, sweep.name, min(workers, len(groups)), threads, on_start, commit,
                          device, saves and str(saves), save_every or 0.0)
-            outcome = "done"
+            outcome = f"done: {lost} run(s) lost" if lost else "done"
         except BaseException as e:
             outcome = f"interrupted: {type(e).__name__}"
             raise
@@ -411,7 +331,8 @@ def run_sweep(
             db.end_sweep(sweep_id, trained, wall, outcome, {"load_average_end": load_average()})
     return Summary(sweep=sweep.name, store=store_path, total=len(configs), skipped=skipped,
                    trained=trained, failed=failed, workers=workers, wall_seconds=round(wall, 3),
-                   backend=backend, repaired=tuple(repaired))
+                   backend=backend, repaired=tuple(repaired), lost=lost,
+                   lost_groups=tuple(lost_groups))
 
 
 def _clean_progress(saves: Path, configs, done: dict[str, str]) -> None:
@@ -425,10 +346,21 @@ def _clean_progress(saves: Path, configs, done: dict[str, str]) -> None:
 
 def _finished(db, configs) -> tuple[dict[str, str], list[str]]:
     """The stored statuses the plan may trust, and the runs to retrain because their
-    checkpoint folder or files are missing or do not hash as the store recorded."""
+    checkpoint folder or files are missing or do not hash as the store recorded.
+
+    Rows whose status records a fault of the machine, not a training outcome
+    (:func:`~interp.training.workers.environmental_failure`; older interp versions stored a
+    failed progress save as ``failed: OSError: ...``), are left out too: they are trained
+    again by a plain rerun, and their new rows replace them. One warning line says how many."""
     names = {c.name() for c in configs}
     damaged = {k: why for k, why in db.checkpoint_problems().items() if k in names}
     for name, why in damaged.items():
         log.warning("run %s: %s; it is trained again", name, why)
-    done = {k: v for k, v in db.statuses().items() if k not in damaged}
+    statuses = db.statuses()
+    machine = sorted(k for k in names if environmental_failure(statuses.get(k, "ok")))
+    if machine:
+        log.warning("%d run(s) stored as failed by a fault of the machine, not of training "
+                    "(e.g. run %s: %s); they are trained again", len(machine), machine[0],
+                    statuses[machine[0]])
+    done = {k: v for k, v in statuses.items() if k not in damaged and not environmental_failure(v)}
     return done, sorted(damaged)

@@ -54,7 +54,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.core import tasks
+from interp.core import limits, tasks
 from interp.training import fast_train
 from interp.training.runs import (  # noqa: F401 - TrainConfig, RunResult, ... stay importable from here
     DEVICES, ENGINES, INITS, RunResult, TrainConfig, check_device, evaluate_accuracy, generator, init_model,
@@ -144,6 +144,7 @@ def train(config: TrainConfig, *, engine: str = "fast", device: str = "cpu") -> 
         raise ValueError(f"config is a {type(config).__name__}; accepted: a TrainConfig")
     device = check_device(device)
     if engine == "reference":
+        limits.check_trainable(config)  # before any tensor is allocated
         with one_thread():
             return train_reference(config, device=device)
     return train_group([config], device=device)[0]
@@ -187,6 +188,7 @@ def train_group(
     if isinstance(every, bool) or not isinstance(every, (int, float)) or not every >= 0:
         raise ValueError(f"every={every!r}; accepted: seconds >= 0")
     device = check_device(device)
+    limits.check_trainable(configs[0], seeds=len(configs))  # before any tensor is allocated
     with one_thread():
         if engine == "reference":
             return [train_reference(c, device=device) for c in configs]
