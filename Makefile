@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test chromium full
+.PHONY: run test test-fast chromium full
 
 run: $(STAMP)  ## the main job on the embedded default (verify, demo sweep, report, analysis)
 	$(BIN)/interp run
@@ -12,8 +12,13 @@ run: $(STAMP)  ## the main job on the embedded default (verify, demo sweep, repo
 full: $(STAMP)  ## the paper's Tables 1 and 2
 	$(BIN)/interp run --full
 
-test: $(STAMP) chromium  ## the test suite (what CI runs)
+test: $(STAMP) chromium  ## the test suite (what CI runs); the layout check first, it fails fast
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_layout.py
 	$(BIN)/python -m pytest -q
+
+FAST := tests/test_layout.py tests/core/test_tasks.py tests/core/test_constructions.py tests/training/test_smoke.py
+test-fast: $(STAMP)  ## before every commit (< 60 s): layout, tasks, constructions at small n, 50 training steps
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(FAST) -k "not n100 and not n1000"
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
