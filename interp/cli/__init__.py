@@ -86,8 +86,18 @@ def main(argv: list[str] | None = None) -> int:
     except sqlite3.Error as e:  # the store failed mid-write (e.g. the disk filled up)
         from interp.training.store import sqlite_problem
 
-        print(f"interp {args.command}: error: {sqlite_problem(Path('the results store'), e)}", file=sys.stderr)
+        print(f"interp {args.command}: error: {sqlite_problem(_store_of(args), e)}", file=sys.stderr)
         return 2
+
+
+def _store_of(args) -> Path:
+    """The store a command was writing, for an SQLite error's message: ``--store``, else the
+    sweep folder's default (``DIR/results/store.sqlite``)."""
+    if getattr(args, "store", None):
+        return Path(args.store)
+    if getattr(args, "dir", None):
+        return Path(args.dir) / "results" / "store.sqlite"
+    return Path("the results store")
 
 
 def os_problem(e: OSError) -> str:

@@ -103,6 +103,7 @@ def test_a_full_disk_leaves_the_store_valid_and_resumable(tmp_path, limit_kib):
     assert full.returncode == 2, full.stderr[-2000:]
     line = _one_line_error(full.stderr, "sweep")
     assert "no space left" in line or "disk is full" in line, line
+    assert str(tmp_path / "full") in line, line  # the line names the path (the store or a file beside it)
     kept = store.verify(tmp_path / "full" / "store.sqlite", files=True) if (tmp_path / "full" / "store.sqlite").is_file() else {}
     resumed = _sweep_cli(folder, tmp_path / "full" / "store.sqlite")
     reference = _sweep_cli(folder, tmp_path / "ref" / "store.sqlite")
