@@ -58,10 +58,11 @@ import json
 import logging
 import math
 import os
-import secrets
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
+
+from interp.training import files
 
 if TYPE_CHECKING:
     import torch
@@ -301,35 +302,18 @@ def restore(ens, tensors: dict[str, torch.Tensor], meta: dict) -> None:
 
 # ------------------------------------------------------------------ files
 
-_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-          | getattr(os, "O_CLOEXEC", 0))
-
 
 def save(ens, path: str | os.PathLike) -> None:
     """Write the ensemble's :func:`snapshot` and its :func:`digest` to ``path`` atomically
-    (a new temporary file, fsync, rename). Raises whatever the file system raises (OSError);
-    the temporary file is removed then, and a previous save at ``path`` is left as it was."""
+    (:func:`interp.training.files.write_file`); a file-system error is a ValueError naming the
+    path, the temporary file is removed, and a previous save at ``path`` is left as it was."""
     from safetensors.torch import save as to_bytes
 
     path = Path(path)
     tensors, meta = snapshot(ens)
     meta_json = json.dumps(meta)
     data = to_bytes(tensors, metadata={META_KEY: meta_json, SUM_KEY: digest(tensors, meta_json)})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    fd = os.open(tmp, _FLAGS, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        raise
+    files.write_file(path, data)  # temp file beside it (O_EXCL|O_NOFOLLOW), fsync, rename
 
 
 def read(ens, path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict]:
@@ -402,7 +386,7 @@ def clean(progress_dir: str | os.PathLike) -> None:
     try:
         if d.is_dir():
             for p in d.iterdir():
-                if p.name.startswith(".") and ".tmp-" in p.name:
+                if p.name.startswith(".") and (p.name.endswith(".tmp") or ".tmp-" in p.name):
                     p.unlink(missing_ok=True)
     except OSError as e:
         log.warning("could not clean progress folder %s (%s)", d, e.strerror or e)
