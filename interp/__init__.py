@@ -1,14 +1,16 @@
 """interp: how small transformers evaluate functions f: [n] -> [n].
 
 A toolkit around Strobl, Angluin & Frank, "Concise One-Layer Transformers Can Do Function
-Evaluation (Sometimes)". Four stages, each a sub-package; imports point down the list only:
+Evaluation (Sometimes)". Five stages, each a sub-package; imports point down the list only
+(``inspect`` and ``theory`` share a level and do not import each other):
 
 * :mod:`interp.core` - the tasks (five input presentations, plain-Python reference), the
   ``HookedTransformer`` models, attention modes and their tie rule, the paper's constructions
   as exact weights, their measured limits, the one evaluation forward pass, ``verify``.
-* :mod:`interp.training` - run configs and results, the plain TransformerLens trainer and the
-  fast exact engine, checkpoints, the results store, sweeps, workers (process pool, Ray),
-  reports beside the paper's tables.
+* :mod:`interp.training` - one run: its config and result, the plain TransformerLens trainer
+  and the fast exact engine, checkpoints, progress saved mid-run.
+* :mod:`interp.sweeps` - many runs: the results store, the sweep driver, workers (process
+  pool, Ray), reports beside the paper's tables.
 * :mod:`interp.inspect` - hooks, probes (cos/sin encodings), circuits (QK/OV), patching,
   per-seed analysis of sweeps, circuitsvis and matplotlib views.
 * :mod:`interp.theory` - beyond the paper: precision and temperature laws, Theorem 3.6 as a

@@ -34,7 +34,8 @@ import torch
 
 from interp.core import tasks
 from interp.inspect import probes
-from interp.training import checkpoints, runs, store
+from interp.training import checkpoints, runs
+from interp.sweeps import store
 
 HERE = Path(__file__).parent
 STORE = Path("experiments/table2-mlp/results/store.sqlite")

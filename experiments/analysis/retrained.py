@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from interp.inspect.analysis import classify
-from interp.training import store
+from interp.sweeps import store
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from interp.training import store
+from interp.sweeps import store
 
 HERE = Path(__file__).resolve().parent / "tables-cpu"
 TARGET_MIN = 30.0  # issue 16: Table 1 + Table 2 (attention-only) on this 2-core machine

@@ -22,7 +22,7 @@ KEYS = ["case", "n", "n_layers", "pos_embed", "d_token", "seed"]
 
 
 def _read(path: Path):
-    from interp.training import store
+    from interp.sweeps import store
 
     if not path.is_file():
         return None

@@ -15,7 +15,7 @@ than the paper's; if they stay, it is not.
     .venv/bin/python experiments/budget/budget.py      # when each seed left the plateau
 """
 
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 MAX_STEPS = 40_000  # 4x the paper's 10,000 batches

@@ -30,7 +30,8 @@ from interp.theory.counterexample import (
     find_counterexample_attention_only,
 )
 from interp.theory.studies import Study, polite
-from interp.training import checkpoints, runs, store
+from interp.training import checkpoints, runs
+from interp.sweeps import store
 
 study = Study(Path(__file__).resolve().parent)
 STORE = Path("experiments/table2/results/store.sqlite")

@@ -14,7 +14,7 @@ Three presentations, 5 seeds each, the paper's protocol (Adam 1e-3, batches of 2
 The paper has no numbers at n = 10 for cases 1-3, so the report shows ours alone.
 """
 
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 N = 10

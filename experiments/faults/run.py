@@ -55,7 +55,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 TREE = [HERE.parent.parent]  # the checkout whose `interp` the commands run (--tree)
 SWEEP = """
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training import TrainConfig
 
 CONFIGS = [TrainConfig(case=case, n=5, d_token=4, pos_embed=pe, seed=seed, max_steps=steps,
@@ -76,7 +76,7 @@ def one(**changes: str) -> str:
 
 LAYOUT = ('LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token", '
           'paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="faults")\n')
-HEAD = "from interp.training.sweeps import Layout\nfrom interp.training import TrainConfig\n"
+HEAD = "from interp.sweeps import Layout\nfrom interp.training import TrainConfig\n"
 SAVE_EVERY = ("--save-every", "0.05")  # seconds: progress files appear within the 900-step group
 HANG_S = 90  # a command still running after this long is recorded as a hang and killed
 LIMIT_AS = 4 << 30  # address-space limit for commands that may try to allocate huge tensors
@@ -954,7 +954,7 @@ def non_utf8(bench: Bench) -> dict:
 def nan_checkpoint(bench: Bench) -> dict:
     """One checkpoint's weights set to NaN, its hashes recomputed (config.json, the store's
     checksums and row digest): ``load_run`` must refuse it, ``interp explore`` skip it."""
-    from interp.training import store  # the forger's tool: the row digest as the store computes it
+    from interp.sweeps import store  # the forger's tool: the row digest as the store computes it
 
     path = bench.copy_ref("nan-ckpt")
     run = sorted(bench.reference)[0]

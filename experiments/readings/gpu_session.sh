@@ -38,7 +38,7 @@ $PY -c "import torch, transformer_lens, interp; print('torch', torch.__version__
 
 say "1. CUDA tests"
 boxed 420 80 $PY -m pytest -q -p no:cacheprovider tests/training/test_training.py \
-    tests/training/test_sweeps.py -k "cuda or device" 2>&1 | tail -n 15 | tee "$OUT/logs/tests.txt"
+    tests/sweeps/test_sweeps.py -k "cuda or device" 2>&1 | tail -n 15 | tee "$OUT/logs/tests.txt"
 
 say "2. benchmark on the GPU"
 boxed 380 60 $PY experiments/bench/bench_train.py --device "$DEVICE" --out "$OUT/logs/bench-cuda.md" \

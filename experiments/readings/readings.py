@@ -18,8 +18,8 @@ import csv
 import dataclasses
 from pathlib import Path
 
-from interp.training import sweeps
-from interp.training.sweeps import Layout
+from interp.sweeps import driver as sweeps
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 HERE = Path(__file__).resolve().parent

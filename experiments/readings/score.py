@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE.parent / "analysis"))
 
 def store_rows(name: str) -> list[dict] | None:
     """The finished runs of a reading's diagnostic cells in its local store (None: no store)."""
-    from interp.training import store
+    from interp.sweeps import store
 
     path = HERE / name / "results" / "store.sqlite"
     if not path.is_file():

@@ -6,7 +6,7 @@ paper's protocol (TrainConfig's defaults), init="pytorch". Run with
 ``interp sweep experiments/table1``, render with ``interp report experiments/table1``.
 """
 
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 # The paper does not say how its models were initialised. "pytorch" (nn.Embedding N(0, 1),

@@ -11,7 +11,7 @@ paper does not give a width). Run with ``interp sweep experiments/table2-mlp``, 
 ``interp report experiments/table2-mlp``.
 """
 
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 INIT = "pytorch"  # as experiments/table2

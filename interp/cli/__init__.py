@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interp {args.command}: error: {os_problem(e)}", file=sys.stderr)
         return 2
     except sqlite3.Error as e:  # the store failed mid-write (e.g. the disk filled up)
-        from interp.training.store import sqlite_problem
+        from interp.sweeps.store import sqlite_problem
 
         print(f"interp {args.command}: error: {sqlite_problem(_store_of(args), e)}", file=sys.stderr)
         return 2

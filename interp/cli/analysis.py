@@ -33,7 +33,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from interp.inspect import analysis
-    from interp.training import sweeps
+    from interp.sweeps import driver as sweeps
 
     res = analysis.analyze_sweep(
         args.sweep, where=sweeps.parse_where(args.where), all_groups=args.all,

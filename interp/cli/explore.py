@@ -28,7 +28,7 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from interp.inspect import explore
-    from interp.training import sweeps
+    from interp.sweeps import driver as sweeps
 
     index = explore.write_explorer(args.store, args.out, where=sweeps.parse_where(args.where),
                                    inputs=args.inputs, batch_size=args.batch_size,

@@ -5,9 +5,9 @@ With no flags it runs a quick but real pipeline (a few minutes on 2 cores), writ
 
 1. ``verify``: every construction against the reference evaluator (:mod:`interp.core.verify`'s
    quick plan: exhaustive at n = 3, random inputs at n = 100) -> ``results/verify.md``;
-2. ``train``: the small demo sweep ``experiments/demo`` (:mod:`interp.training.sweeps`) -> the store
+2. ``train``: the small demo sweep ``experiments/demo`` (:mod:`interp.sweeps.driver`) -> the store
    ``results/store.sqlite`` and checkpoints ``results/checkpoints/``;
-3. ``report``: the demo's table and violins (:mod:`interp.training.report`) -> ``results/report.md``,
+3. ``report``: the demo's table and violins (:mod:`interp.sweeps.report`) -> ``results/report.md``,
    ``results/violins.png``;
 4. ``analyze``: for each sweep, whether the successful seeds recover the construction
    (:func:`interp.inspect.analysis.pipeline_step`) -> ``results/analysis.md`` (+ ``.csv``,
@@ -116,8 +116,8 @@ def verify_step(ctx: Context) -> dict:
 def train_step(ctx: Context) -> dict:
     """Train every sweep of the context (resumes: finished runs are skipped)."""
     from interp.cli.sweep import format_summary, progress_callbacks
-    from interp.training import store as store_mod
-    from interp.training import sweeps
+    from interp.sweeps import store as store_mod
+    from interp.sweeps import driver as sweeps
 
     out = {}
     for job in ctx.sweeps:
@@ -136,7 +136,7 @@ def train_step(ctx: Context) -> dict:
 
 def report_step(ctx: Context) -> dict:
     """Render each sweep's table (Markdown) and violins (PNG)."""
-    from interp.training import report, sweeps
+    from interp.sweeps import report, driver as sweeps
 
     out = {}
     for job in ctx.sweeps:
@@ -208,7 +208,7 @@ def run_pipeline(ctx: Context, steps: list[str] | None = None) -> dict:
     if bad:
         raise ValueError(f"--steps {bad[0]!r}; accepted: {names}")
     for job in ctx.sweeps:  # every sweep must load before any work starts
-        from interp.training import sweeps
+        from interp.sweeps import driver as sweeps
 
         sweeps.load(job.folder)
     record = {}

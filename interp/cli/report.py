@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from interp.cli.sweep import add_load_timeout
-from interp.training.report import cells, paper_table, runs, write
-from interp.training.sweeps import load
+from interp.sweeps.report import cells, paper_table, runs, write
+from interp.sweeps.driver import load
 
 
 def add_arguments(p) -> None:

@@ -16,7 +16,7 @@ def add_arguments(p) -> None:
 
 def select_runs(store_path, where: dict[str, str]):
     """The store's rows (a DataFrame) whose config fields equal ``where``'s values."""
-    from interp.training import store
+    from interp.sweeps import store
 
     df = store.read(store_path)
     for key, value in where.items():
@@ -28,7 +28,7 @@ def select_runs(store_path, where: dict[str, str]):
 
 
 def run(args) -> int:
-    from interp.training.sweeps import parse_where
+    from interp.sweeps.driver import parse_where
 
     df = select_runs(args.store, parse_where(args.where))
     cols = [c for c in COLUMNS if c in df.columns]

@@ -14,7 +14,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from interp.training import store
+    from interp.sweeps import store
 
     counts = store.verify(args.store)  # rows: an edited or corrupt row raises, naming the run
     damaged = store.checkpoint_problems(args.store)

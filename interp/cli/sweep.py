@@ -6,8 +6,8 @@ import signal
 import sys
 from pathlib import Path
 
-from interp.training.store import RunRecord
-from interp.training.sweeps import (
+from interp.sweeps.store import RunRecord
+from interp.sweeps.driver import (
     BACKENDS,
     LOAD_TIMEOUT,
     LOAD_TIMEOUT_ENV,
@@ -19,7 +19,7 @@ from interp.training.sweeps import (
     select,
     warm_loader,
 )
-from interp.training.workers import describe, is_lost
+from interp.sweeps.workers import describe, is_lost
 
 
 def add_arguments(p) -> None:

@@ -21,6 +21,7 @@ Axis names follow TransformerLens: ``batch``, ``pos``, ``n`` (table size).
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 import math
 from typing import Literal, Sequence
 
@@ -306,3 +307,80 @@ def answers(case: int, n: int, tokens) -> Int[Tensor, "batch"]:
         raise ValueError(f"case {case} needs keys 0..{n - 1} in order")
     hit = (keys == target[:, None]).int().argmax(1, keepdim=True)
     return values.gather(1, hit)[:, 0]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One presentation of function evaluation, looked up by case number (:func:`get`).
+
+    Every model built or loaded by ``interp`` carries its task as ``model.task``; the table
+    size is ``model.cfg.d_vocab_out``. :func:`of` reads both.
+    """
+
+    case: int
+    name: str
+
+    @property
+    def permuted(self) -> bool:
+        return self.case in PERMUTED
+
+    @property
+    def same_position(self) -> bool:
+        return self.case in SAME_POSITION
+
+    @property
+    def consecutive(self) -> bool:
+        return self.case in CONSECUTIVE
+
+    def seq_len(self, n: int) -> int:
+        return seq_len(self.case, n)
+
+    def d_vocab(self, n: int) -> int:
+        return d_vocab(self.case, n)
+
+    def query_pos(self, n: int) -> int:
+        return query_pos(self.case, n)
+
+    def sample(self, n: int, batch: int, **kw) -> Int[Tensor, "batch pos"]:
+        return sample(self.case, n, batch, **kw)
+
+    def answers(self, n: int, tokens) -> Int[Tensor, "batch"]:
+        return answers(self.case, n, tokens)
+
+    def __repr__(self) -> str:
+        return f"Task(case={self.case}, {self.name!r})"
+
+
+TASKS = {
+    1: Task(1, "no keys"),
+    2: Task(2, "same position, ordered keys"),
+    3: Task(3, "same position, permuted keys"),
+    4: Task(4, "consecutive, ordered keys"),
+    5: Task(5, "consecutive, permuted keys"),
+}
+
+
+def get(case: int) -> Task:
+    """The presentation with this case number (1-5)."""
+    return TASKS[check_case(case)]
+
+
+def of(model, case: int | None = None, n: int | None = None) -> tuple[Task, int]:
+    """``(task, n)`` of a model: its ``model.task`` and ``model.cfg.d_vocab_out``.
+
+    ``case=`` and ``n=`` are still accepted and checked against the model's (a ValueError
+    names both on a mismatch); a model without a task (built outside ``interp``) needs
+    ``case=``.
+    """
+    own = getattr(model, "task", None)
+    model_n = model.cfg.d_vocab_out
+    if n is not None and check_n(n) != model_n:
+        raise ValueError(f"n={n!r} but the model's table size is n={model_n} (cfg.d_vocab_out)")
+    if own is None:
+        if case is None:
+            raise ValueError("this model carries no task (model.task is missing: built outside "
+                             "interp?); pass case= (one of 1-5) or use interp.models.build_model")
+        return get(case), model_n
+    if case is not None and check_case(case) != own.case:
+        raise ValueError(f"case={case!r} but the model was built for case {own.case} ({own.name})")
+    return own, model_n

@@ -37,7 +37,7 @@ follow, keep        activation patching at the last layer's resid_pre: patched a
                     -> corrupted answer (1); other slots patched -> clean answer kept (1)
 =================== ============================================================================
 
-:func:`analyze_sweep` reads a sweep's results store (:func:`interp.training.store.read`), groups the runs
+:func:`analyze_sweep` reads a sweep's results store (:func:`interp.sweeps.store.read`), groups the runs
 by config without the seed, classifies every seed as ``success`` (accuracy >= 0.99), ``failed``
 (near chance: accuracy < max(2/n, 5%)) or ``partial``, measures the checkpoints of the groups
 asked for and writes, from those numbers, a per-group answer: do successful seeds recover the construction
@@ -385,7 +385,8 @@ def analyze_sweep(
     ``progress``: a wrapper ``progress(iterable, total=, desc=)`` such as ``tqdm.tqdm``; None: quiet."""
     import pandas as pd
 
-    from interp.training import checkpoints, store
+    from interp.training import checkpoints
+    from interp.sweeps import store
 
     store_path = find_store(path)
     df = store.read(store_path)
@@ -476,7 +477,8 @@ def pipeline_step(ctx, *, batch_size: int = 512) -> dict:
     the sweep's report (``analysis.md``, ``.csv``, ``-violins.png``) and ``attention.html``: the best successful seed of each mechanism found
     (e.g. a construction-like and an inverted seed), side by side and labelled."""
     from interp.inspect import viz
-    from interp.training import checkpoints, store
+    from interp.training import checkpoints
+    from interp.sweeps import store
 
     done = {}
     for job in ctx.sweeps:

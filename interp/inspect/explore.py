@@ -1,6 +1,6 @@
 """The sweep explorer: one offline HTML page to browse a sweep's seeds and what each one does.
 
-:func:`write_explorer` reads a results store (:func:`interp.training.store.read`), measures every
+:func:`write_explorer` reads a results store (:func:`interp.sweeps.store.read`), measures every
 finished run that has a checkpoint (:func:`interp.inspect.analysis.measure`), labels it
 (:func:`~interp.inspect.analysis.classify`, :func:`~interp.inspect.analysis.mechanism`) and
 writes into ``DIR``:
@@ -84,7 +84,7 @@ def runs(store_path, where: dict | None = None):
     """The finished runs of a store that have a checkpoint (matching ``where``: field -> value
     strings), with ``group`` (:func:`interp.inspect.analysis.group_label`) and ``outcome``;
     ValueError, naming the store, when there are none."""
-    from interp.training import store
+    from interp.sweeps import store
 
     path = analysis.find_store(store_path)
     df = store.read(path)

@@ -30,7 +30,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from interp.training.store import replace_folder, write_synced
+from interp.training.files import replace_folder, write_synced
 
 FORMAT = "interp-checkpoint/1"
 WEIGHTS = "model.safetensors"

@@ -1,4 +1,5 @@
-"""Output files written whole or not at all: :func:`write_file` and :func:`save_figure`.
+"""Output files written whole or not at all: :func:`write_file` and :func:`save_figure`; and
+folders the same way (:func:`place_checkpoint`, :func:`replace_folder`, :func:`write_synced`).
 
 Every file a command writes for the reader (``report.md``, ``violins.png``, the explorer's pages
 and figures, the analysis files) goes through :func:`write_file`, because writing in place can
@@ -23,11 +24,14 @@ itself.
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import os
 import secrets
+import shutil
 import stat
 import sys
+import uuid
 from pathlib import Path
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -130,3 +134,45 @@ def _sync_folder(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def place_checkpoint(files: dict[str, bytes], target: Path) -> dict[str, str]:
+    """Write a checkpoint folder atomically: into a temporary sibling, fsync, then rename.
+
+    An existing ``target`` (left by a run that was killed before its row was committed) is
+    replaced. Returns ``{file name: sha256}``.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        for fname, data in files.items():
+            if "/" in fname or fname.startswith("."):
+                raise ValueError(f"checkpoint file name {fname!r}; accepted: a plain file name")
+            write_synced(tmp / fname, data)
+        replace_folder(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {fname: hashlib.sha256(data).hexdigest() for fname, data in sorted(files.items())}
+
+
+def write_synced(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` and fsync it (a folder is renamed into place only after)."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def replace_folder(tmp: Path, target: Path) -> None:
+    """Put the finished folder ``tmp`` at ``target`` by renames: an existing ``target`` is moved
+    aside first and removed after, so a reader sees the old folder or the new, never a mix."""
+    if target.exists():
+        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+        os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, target)

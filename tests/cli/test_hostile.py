@@ -242,7 +242,7 @@ def test_sweep_cli_on_generated_configs_py(kwargs, rows, column):
     --limit 0) exactly when every value is valid, else exit 2 naming the bad field."""
     args = ", ".join(f"{k}={_src(v)}" for k, v in {**BASE, "max_steps": 5, **kwargs}.items())
     text = (
-        "from interp.training.sweeps import Layout\nfrom interp.training.trainer import TrainConfig\n"
+        "from interp.sweeps import Layout\nfrom interp.training.trainer import TrainConfig\n"
         f"CONFIGS = [TrainConfig({args})]\n"
         f"LAYOUT = Layout(rows={tuple(rows) if isinstance(rows, list) else rows!r}, column={column!r})\n"
     )
@@ -266,7 +266,7 @@ def test_sweep_cli_on_generated_configs_py(kwargs, rows, column):
 
 
 TINY = """
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 CONFIGS = [TrainConfig(case=c, n=5, d_token=4, pos_embed=pe, seed=s, max_steps=5)
            for c, pe in [(1, "learned"), (3, "none")] for s in (0, 1)]

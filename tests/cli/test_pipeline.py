@@ -24,7 +24,8 @@ import torch
 from interp import cli
 from interp.cli import pipeline
 from interp.core import tasks
-from interp.training import checkpoints, store, sweeps, trainer as training
+from interp.training import checkpoints, trainer as training
+from interp.sweeps import store, driver as sweeps
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "experiments" / "demo"
@@ -78,7 +79,7 @@ def test_case3_learns_and_case1_without_pe_stays_at_chance(tmp_path):
 
 
 TINY = """
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [TrainConfig(case=case, n=5, d_token=4, pos_embed=pe, seed=s, max_steps=20,

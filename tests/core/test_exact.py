@@ -192,7 +192,7 @@ def test_exact_under_every_mkl_code_path(name):
 
 @pytest.mark.skipif(os.environ.get("INTERP_MKL_CHILD") is None, reason="only in the MKL child run")
 def test_child_runs_the_branch_it_was_given():
-    from interp.training.workers import mkl_branch
+    from interp.sweeps.workers import mkl_branch
 
     torch.ones(4, 4) @ torch.ones(4, 4)  # MKL fixes its branch at the first product
     assert mkl_branch() == int(os.environ["INTERP_MKL_CHILD"])

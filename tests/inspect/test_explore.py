@@ -17,7 +17,8 @@ import torch
 from interp.inspect import labels
 from interp.core import constructions, models
 from interp.inspect import explore, hooks, viz
-from interp.training import checkpoints, store
+from interp.training import checkpoints
+from interp.sweeps import store
 from interp.training.trainer import TrainConfig
 
 CASE, N, INPUTS = 3, 6, 2

@@ -10,7 +10,8 @@ from safetensors.torch import load_file, save_file
 
 from interp.core import models
 from interp.inspect import explore, hooks
-from interp.training import checkpoints, store
+from interp.training import checkpoints
+from interp.sweeps import store
 from interp.training.trainer import TrainConfig
 
 CASE, N = 3, 6

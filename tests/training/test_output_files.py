@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from interp.training import report, store, sweeps
+from interp.sweeps import report, store, driver as sweeps
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 TINY = """
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [TrainConfig(case=case, n=5, d_token=4, pos_embed="none", seed=seed, max_steps=20,

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp.training import fast_train, progress, sweeps, trainer as training
+from interp.training import fast_train, progress, trainer as training
+from interp.sweeps import driver as sweeps
 from interp.training.trainer import TrainConfig
 from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
 
@@ -113,7 +114,7 @@ def test_a_damaged_or_foreign_progress_file_is_set_aside_and_the_group_starts_at
 
 
 TWO_GROUPS = """
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [TrainConfig(case=5, n=5, d_token=d, pos_embed="learned", n_layers=2, d_mlp=8, seed=s,

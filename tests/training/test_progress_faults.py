@@ -29,7 +29,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from interp.training import checkpoints, fast_train, progress, store, sweeps, trainer, workers
+from interp.training import checkpoints, fast_train, progress, trainer
+from interp.sweeps import store, driver as sweeps, workers
 from interp.training.trainer import TrainConfig
 from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
 
@@ -246,7 +247,7 @@ def test_a_bad_file_that_cannot_be_moved_aside_still_starts_at_zero(tmp_path, ca
 # ------------------------------------------------------------------ saves that fail
 
 TWO_GROUPS = """
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [TrainConfig(case=5, n=5, d_token=4, pos_embed="learned", n_layers=1, seed=s,

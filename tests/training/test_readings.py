@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from interp.training import sweeps
+from interp.sweeps import driver as sweeps
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "experiments"
 

@@ -1,11 +1,11 @@
 """What runs where in a sweep: the worker function, the worker set-up, one scheduler loop.
 
 :func:`train_records` is a worker's whole job (train one group of seeds, return plain
-:class:`~interp.training.store.RunRecord` data with the checkpoint as bytes); :func:`init_worker` sets a
+:class:`~interp.sweeps.store.RunRecord` data with the checkpoint as bytes); :func:`init_worker` sets a
 worker process up (torch threads, the driver's MKL branch). :func:`schedule` is the one loop
 that keeps ``slots`` groups in flight, longest first, and commits each group's records as it
 finishes; a backend is an adapter that hands back futures: :func:`run_pool` (one local process
-per group) here, :func:`interp.training.ray_backend.run_groups` (Ray tasks) there. Only the driver commits,
+per group) here, :func:`interp.sweeps.ray_backend.run_groups` (Ray tasks) there. Only the driver commits,
 so only the driver writes the store.
 
 A group whose worker produced no records for a reason outside training (its process killed or
@@ -26,9 +26,9 @@ import threading
 from pathlib import Path
 from typing import Callable, Hashable, Iterable, Sequence
 
-from interp.training import store as store_mod
+from interp.sweeps import store as store_mod
 from interp.training.machine import keep_freed_memory, mkl_branch, mkl_library
-from interp.training.store import RunRecord
+from interp.sweeps.store import RunRecord
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def environmental(error: BaseException) -> bool:
 
 def environmental_failure(status: str) -> bool:
     """Whether a stored ``status`` records no training outcome, only a fault of the machine, so
-    that a plain rerun trains the run again (:func:`interp.training.sweeps.plan`).
+    that a plain rerun trains the run again (:func:`interp.sweeps.driver.plan`).
 
     That is every ``"lost: ..."`` status, and a ``"failed: <Class>: ..."`` one whose exception
     class is in :data:`ENVIRONMENTAL`. Older interp versions stored those as failed when saving
@@ -304,7 +304,7 @@ def _context():
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["interp.training.workers", "interp.training.trainer",
+    ctx.set_forkserver_preload(["interp.sweeps.workers", "interp.training.trainer",
                                 "interp.training.checkpoints"])
     return ctx
 

@@ -15,7 +15,8 @@ import pytest
 
 from interp import cli
 from interp.cli.sweep import format_summary
-from interp.training import checkpoints, fast_train, ray_backend, store, sweeps, trainer as training
+from interp.training import checkpoints, fast_train, trainer as training
+from interp.sweeps import ray_backend, store, driver as sweeps
 from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from interp import cli
-from interp.training import store, sweeps, workers
+from interp.sweeps import store, driver as sweeps, workers
 from interp.training.trainer import TrainConfig
 from test_crash_resume import COMPARED, _interp_sweep, _kill_group, _rows_committed, _to_completion, _wait_for
 from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
@@ -29,7 +29,7 @@ from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conf
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 HEADER = """
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 def tiny(case, pe, d_token, steps, seed):

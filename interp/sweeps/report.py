@@ -18,9 +18,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from interp.training import store as store_mod
+from interp.sweeps import store as store_mod
 from interp.training.files import save_figure, write_file
-from interp.training.sweeps import Sweep
+from interp.sweeps.driver import Sweep
 
 REPORT_FILE = "report.md"
 VIOLINS_FILE = "violins.png"

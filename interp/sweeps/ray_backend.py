@@ -1,4 +1,4 @@
-"""The Ray backend of :func:`interp.training.sweeps.run_sweep`: each group of seeds is one Ray task.
+"""The Ray backend of :func:`interp.sweeps.driver.run_sweep`: each group of seeds is one Ray task.
 
 ``interp sweep DIR --backend ray [--address ADDRESS]``. Without an address a local Ray instance
 of ``workers`` CPUs is started for the sweep (and shut down after); with one (``auto``, or
@@ -6,14 +6,14 @@ of ``workers`` CPUs is started for the sweep (and shut down after); with one (``
 cluster. A Ray instance this process already started (``ray.init`` before the call, as the
 tests do) is used as is.
 
-The task is the local pool's worker function, :func:`interp.training.workers.train_records`, run with one
+The task is the local pool's worker function, :func:`interp.sweeps.workers.train_records`, run with one
 CPU (``num_cpus=1``) and ``threads`` torch threads (default 1). It returns plain
-:class:`~interp.training.store.RunRecord` data with the checkpoint files as bytes; the driver takes
+:class:`~interp.sweeps.store.RunRecord` data with the checkpoint files as bytes; the driver takes
 results as they finish (``ray.wait``) and hands them to the same ``commit`` as the local pool,
 so only the driver writes the store and its checkpoint folders, and resume, atomicity and
 integrity are the local backend's. The driver's ``MKL_CBWR`` (and OMP/MKL thread counts equal
 to ``threads``) travel to the workers in the task's ``runtime_env``, and each task also sets
-the driver's MKL branch before it multiplies (:func:`interp.training.workers.init_worker`), so a worker
+the driver's MKL branch before it multiplies (:func:`interp.sweeps.workers.init_worker`), so a worker
 computes the same bits as the local backend on the same kind of CPU.
 
 Ray is an optional extra (``pip install 'interp[ray]'``) and is imported only here, only when
@@ -58,7 +58,7 @@ def task_options(threads: int) -> dict:
 def _train_task(config_dicts: list[dict], sweep_name: str, threads: int, branch: int | None = None):
     """What one Ray task runs: the local pool's worker set-up (threads, the driver's MKL
     branch) and worker function."""
-    from interp.training import workers
+    from interp.sweeps import workers
 
     workers.init_worker(threads, branch)
     return workers.train_records(config_dicts, sweep_name)
@@ -76,13 +76,13 @@ def run_groups(
 ) -> None:
     """Train ``groups`` as Ray tasks and ``commit`` each group's records as it finishes.
 
-    The same loop as the local pool (:func:`interp.training.workers.schedule`): at most as many groups
+    The same loop as the local pool (:func:`interp.sweeps.workers.schedule`): at most as many groups
     in flight as the cluster has CPUs (``workers`` for a local instance), longest first, so
     ``on_start`` marks groups that are really training. Ctrl-C (or any error) cancels the tasks
     still running; the store keeps what was committed.
     """
     from interp.training.machine import mkl_branch
-    from interp.training.workers import schedule
+    from interp.sweeps.workers import schedule
 
     ray = require_ray()
     threads = threads or 1
@@ -97,7 +97,7 @@ def run_groups(
         slots = max(1, int(ray.cluster_resources().get("CPU", workers)))
         log.info("ray: %d CPU(s) for %d group(s)", slots, len(groups))
         task = ray.remote(_train_task).options(**task_options(threads))
-        branch = mkl_branch()  # the workers match it too (see interp.training.workers.init_worker)
+        branch = mkl_branch()  # the workers match it too (see interp.sweeps.workers.init_worker)
 
         def submit(group):
             ref = task.remote([c.to_dict() for c in group], sweep_name, threads, branch)

@@ -13,8 +13,8 @@ import sqlite3
 
 import pytest
 
-from interp.training import store
-from interp.training.store import RunRecord, Store
+from interp.sweeps import store
+from interp.sweeps.store import RunRecord, Store
 
 
 def record(name="abc123", seed=0, accuracy=0.5, status="ok", **kw) -> RunRecord:

@@ -1,5 +1,5 @@
 """A sweep folder as data: ``configs.py`` declares ``CONFIGS`` and a :class:`Layout`; loaded
-(:func:`interp.training.loader.load`), it is a :class:`Sweep`."""
+(:func:`interp.sweeps.loader.load`), it is a :class:`Sweep`."""
 
 from __future__ import annotations
 

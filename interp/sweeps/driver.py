@@ -1,10 +1,10 @@
 """Sweeps declared as data, run by one driver that alone writes the results store.
 
 A sweep is a folder holding ``configs.py`` (and optionally the paper's numbers ``paper.csv``),
-loaded by :func:`interp.training.loader.load` (re-exported here, with :class:`Layout`)::
+loaded by :func:`interp.sweeps.loader.load` (re-exported here, with :class:`Layout`)::
 
     # experiments/table1/configs.py
-    from interp.training.sweeps import Layout
+    from interp.sweeps import Layout
     from interp.training.trainer import TrainConfig
 
     CONFIGS = [TrainConfig(case=c, n=100, d_token=d, pos_embed=pe, seed=s) for ...]
@@ -13,19 +13,19 @@ loaded by :func:`interp.training.loader.load` (re-exported here, with :class:`La
                     title="Table 1: ...")
 
 ``CONFIGS`` lists every run (one :class:`~interp.training.trainer.TrainConfig` per seed); ``LAYOUT``
-says how :mod:`interp.training.report` arranges them into the paper's table (which config fields pick a
+says how :mod:`interp.sweeps.report` arranges them into the paper's table (which config fields pick a
 row, which one picks a column) and which ``paper.csv`` columns those fields correspond to.
 
 Running. :func:`run_sweep` groups the configs that differ only in their seed and trains each group
 with one ``train_group`` call (the trainer batches the seeds as an ensemble). Groups go to up to
 ``workers`` local processes, one per group (``workers=1`` trains in the calling process); a group
-whose process dies is lost alone (:mod:`interp.training.workers`) and trained by the next sweep.
-Workers return plain :class:`~interp.training.store.RunRecord` data, the checkpoint included as bytes;
+whose process dies is lost alone (:mod:`interp.sweeps.workers`) and trained by the next sweep.
+Workers return plain :class:`~interp.sweeps.store.RunRecord` data, the checkpoint included as bytes;
 the driver places each checkpoint atomically and then commits the run's row
-(:mod:`interp.training.store`), so a killed sweep leaves nothing half-written and a rerun trains only
+(:mod:`interp.sweeps.store`), so a killed sweep leaves nothing half-written and a rerun trains only
 what is missing. The same worker function serves any backend that can ship it and its
 arguments to another process or machine: ``backend="ray"`` runs each group as a Ray task on a
-local Ray instance or an existing cluster (:mod:`interp.training.ray_backend`), and the driver commits
+local Ray instance or an existing cluster (:mod:`interp.sweeps.ray_backend`), and the driver commits
 the returned records exactly as it does the local pool's.
 """
 
@@ -40,13 +40,13 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from interp.training import progress
-from interp.training import store as store_mod
-from interp.training.folders import (  # noqa: F401 - re-exported: configs.py files import Layout from here
+from interp.sweeps import store as store_mod
+from interp.sweeps.folders import (  # noqa: F401 - re-exported: configs.py files import Layout from here
     CONFIGS_FILE, PAPER_FILE, Layout, Sweep, group_key,
 )
-from interp.training.loader import LOAD_TIMEOUT, LOAD_TIMEOUT_ENV, MAX_RUNS, load, warm_loader  # noqa: F401
-from interp.training.store import RunRecord
-from interp.training.workers import LOST, describe, environmental_failure, is_lost, run_pool, train_records
+from interp.sweeps.loader import LOAD_TIMEOUT, LOAD_TIMEOUT_ENV, MAX_RUNS, load, warm_loader  # noqa: F401
+from interp.sweeps.store import RunRecord
+from interp.sweeps.workers import LOST, describe, environmental_failure, is_lost, run_pool, train_records
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def plan(configs: Sequence, done: dict[str, str], *, retry_failed: bool = False,
     ``retry_failed``); at most ``limit`` runs in all.
 
     A status that records a fault of the machine rather than of training
-    (:func:`~interp.training.workers.environmental_failure`: ``lost: ...``, or an older
+    (:func:`~interp.sweeps.workers.environmental_failure`: ``lost: ...``, or an older
     store's ``failed: OSError: ...`` from a progress save) is no result: those runs are
     trained again without ``retry_failed``."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
@@ -168,7 +168,7 @@ def check_backend(backend: str, address: str | None = None, device: str = "cpu")
         raise ValueError(f"device={device!r} with backend='ray': Ray tasks ask for CPUs only; "
                          "accepted: --device cpu with Ray, or the local backend on a GPU")
     if backend == "ray":
-        from interp.training import ray_backend
+        from interp.sweeps import ray_backend
 
         ray_backend.require_ray()
     return device
@@ -216,7 +216,7 @@ def run_sweep(
     """Train every run of ``sweep`` that the store does not have yet.
 
     backend: ``"local"`` (a process pool, or this process) or ``"ray"`` (one Ray task per
-             group, :mod:`interp.training.ray_backend`; needs the ``ray`` extra).
+             group, :mod:`interp.sweeps.ray_backend`; needs the ``ray`` extra).
     address: with ``backend="ray"``, the cluster to join (``"auto"``, ``"HOST:PORT"``); None
              starts a local Ray instance of ``workers`` CPUs.
     workers: processes in the local pool (1: train in this process); CPUs of a local Ray
@@ -305,7 +305,7 @@ def run_sweep(
         outcome = "interrupted"
         try:
             if backend == "ray":
-                from interp.training import ray_backend
+                from interp.sweeps import ray_backend
 
                 ray_backend.run_groups(groups, sweep.name, workers, threads, on_start, commit,
                                        address=address)
@@ -349,7 +349,7 @@ def _finished(db, configs) -> tuple[dict[str, str], list[str]]:
     checkpoint folder or files are missing or do not hash as the store recorded.
 
     Rows whose status records a fault of the machine, not a training outcome
-    (:func:`~interp.training.workers.environmental_failure`; older interp versions stored a
+    (:func:`~interp.sweeps.workers.environmental_failure`; older interp versions stored a
     failed progress save as ``failed: OSError: ...``), are left out too: they are trained
     again by a plain rerun, and their new rows replace them. One warning line says how many."""
     names = {c.name() for c in configs}

@@ -23,13 +23,13 @@ import pytest
 
 from interp import cli
 from interp.core import limits
-from interp.training import sweeps
+from interp.sweeps import driver as sweeps
 
 REPO = Path(__file__).resolve().parents[2]
 
 HEAD = """
 import itertools, os, signal, sys, time
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 LAYOUT = Layout(rows=("case",), column="d_token")
 """
@@ -111,6 +111,9 @@ def test_the_loading_child_is_killed_at_the_timeout(tmp_path):
     ("raise KeyboardInterrupt\n", "raised KeyboardInterrupt while being loaded"),
     ("sys.exit(0)\n", "called sys.exit(0) while being loaded"),
     ("raise RuntimeError('boom')\n", "configs.py: RuntimeError: boom"),
+    ("from interp.training.sweeps import Layout\n",
+     "No module named 'interp.training.sweeps' (the sweep machinery moved to interp.sweeps: "
+     "write `from interp.sweeps import Layout`)"),
     ("CONFIGS = (TrainConfig(case=1, n=5, d_token=4, seed=s) if s < 2 else 1 / 0 for s in range(9))\n",
      "configs.py: ZeroDivisionError while iterating CONFIGS: division by zero"),
 ])

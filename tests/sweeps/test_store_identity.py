@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 from interp import cli
-from interp.training import store, sweeps
+from interp.sweeps import store, driver as sweeps
 from interp.training import trainer as training
-from interp.training.store import RunRecord, Store
+from interp.sweeps.store import RunRecord, Store
 
 REPO = Path(__file__).resolve().parents[2]
 
 TINY = """
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [TrainConfig(case=3, n=5, d_token=4, seed=seed, max_steps=20, batch_size=32,
@@ -72,7 +72,7 @@ def one_line_error(capsys, *needles: str) -> str:
 
 HOLD = """
 import sys
-from interp.training.store import DriverLock
+from interp.sweeps.store import DriverLock
 with DriverLock(sys.argv[1]):
     print("held", flush=True)
     sys.stdin.read()

@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 
 from interp import cli
-from interp.training import checkpoints, store, sweeps, trainer as training
+from interp.training import checkpoints, trainer as training
+from interp.sweeps import store, driver as sweeps
 from interp.training.trainer import TrainConfig
 
 REPO = Path(__file__).resolve().parents[2]
 
 TINY = """
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [
@@ -108,10 +109,10 @@ def test_paper_sweeps_declare_the_issue_grid(table, runs, groups):
         ("CONFIGS = []\nLAYOUT = None\n", "CONFIGS is empty"),
         ("from interp.training.trainer import TrainConfig\nCONFIGS = [TrainConfig(case=1, n=5, d_token=2)]\n",
          "defines no LAYOUT"),
-        ("from interp.training.trainer import TrainConfig\nfrom interp.training.sweeps import Layout\n"
+        ("from interp.training.trainer import TrainConfig\nfrom interp.sweeps import Layout\n"
          "CONFIGS = [TrainConfig(case=1, n=5, d_token=2)] * 2\n"
          "LAYOUT = Layout(rows=('case',), column='d_token')\n", "repeats CONFIGS[0]"),
-        ("from interp.training.trainer import TrainConfig\nfrom interp.training.sweeps import Layout\n"
+        ("from interp.training.trainer import TrainConfig\nfrom interp.sweeps import Layout\n"
          "CONFIGS = [TrainConfig(case=1, n=5, d_token=2)]\n"
          "LAYOUT = Layout(rows=('colour',), column='d_token')\n", "colour"),
         ("CONFIGS = [1]\nLAYOUT = None\n", "CONFIGS[0] is a int"),
@@ -241,7 +242,7 @@ def test_a_sweep_without_checkpoints_keeps_rows_and_resumes(tmp_path, calls):
 
 
 def test_the_pool_schedules_the_costliest_groups_first():
-    from interp.training import workers
+    from interp.sweeps import workers
 
     base = TrainConfig(case=5, n=5, d_token=32, n_layers=2)
     small, wide, long = base.replace(n_layers=1), base.replace(d_mlp=2048), base.replace(n=20)

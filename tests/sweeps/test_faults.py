@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from interp import cli
-from interp.training import store, sweeps
+from interp.sweeps import store, driver as sweeps
 from test_sweeps import make_sweep  # tests/training is on sys.path (pytest's rootdir-based import)
 
 COMPARED = ["accuracy", "steps", "final_loss", "status", "seed"]

@@ -1,7 +1,7 @@
 """Sweep folders: ``configs.py`` loaded in a guarded child process into a :class:`Sweep`.
 
 A sweep folder holds ``configs.py`` (``CONFIGS``: one TrainConfig per run; ``LAYOUT``: a
-:class:`Layout`) and optionally ``paper.csv`` (:mod:`interp.training.sweeps` has an example).
+:class:`Layout`) and optionally ``paper.csv`` (:mod:`interp.sweeps.driver` has an example).
 ``configs.py`` is Python, so :func:`load` never runs it in the caller: a loader process (one
 per driver, started by :func:`warm_loader`, exiting with the driver or after 30 s idle) forks
 a fresh child for each load, under a time limit, counting the runs as CONFIGS is iterated
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 
-from interp.training.folders import CONFIGS_FILE, Layout, Sweep, group_key
+from interp.sweeps.folders import CONFIGS_FILE, Layout, Sweep, group_key
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,13 @@ def _load_timeout(timeout) -> float:
     return float(timeout)
 
 
+def _moved(e: Exception) -> str:
+    """A hint for a configs.py written before the sweep machinery left ``interp.training``."""
+    if isinstance(e, ModuleNotFoundError) and (e.name or "").startswith("interp.training."):
+        return " (the sweep machinery moved to interp.sweeps: write `from interp.sweeps import Layout`)"
+    return ""
+
+
 def _read_configs(path: Path, max_runs: int) -> tuple[tuple, Layout]:
     """Execute ``path`` here and check what it declares (the body of :func:`load`, run in the
     loading child)."""
@@ -119,7 +126,7 @@ def _read_configs(path: Path, max_runs: int) -> tuple[tuple, Layout]:
     except SyntaxError as e:
         raise ValueError(f"{path}:{e.lineno}: syntax error: {e.msg}") from e
     except Exception as e:  # a TrainConfig or Layout that refuses its values, a NameError...
-        raise ValueError(f"{path}: {type(e).__name__}: {e}") from e
+        raise ValueError(f"{path}: {type(e).__name__}: {e}{_moved(e)}") from e
     except SystemExit as e:  # configs.py is executed as Python: an exit is a broken sweep, not success
         raise ValueError(f"{path} called sys.exit({e.code!r}) while being loaded; a {CONFIGS_FILE} "
                          "must only define CONFIGS and LAYOUT") from None
@@ -129,7 +136,7 @@ def _read_configs(path: Path, max_runs: int) -> tuple[tuple, Layout]:
     declared = module.CONFIGS
     if isinstance(declared, (str, bytes)) or not isinstance(declared, Iterable):
         raise ValueError(f"{path}: CONFIGS is a {type(declared).__name__}; accepted: a list of TrainConfig")
-    split = (f"accepted: at most {max_runs} per sweep folder (interp.training.sweeps.MAX_RUNS); "
+    split = (f"accepted: at most {max_runs} per sweep folder (interp.sweeps.driver.MAX_RUNS); "
              "split the sweep into several folders (e.g. one per case or d_token), each with its "
              "own store")
     count = len(declared) if isinstance(declared, (list, tuple)) else None
@@ -157,7 +164,7 @@ def _read_configs(path: Path, max_runs: int) -> tuple[tuple, Layout]:
         names[c.name()] = i
     layout = module.LAYOUT
     if not isinstance(layout, Layout):
-        raise ValueError(f"{path}: LAYOUT is a {type(layout).__name__}; accepted: interp.training.sweeps.Layout")
+        raise ValueError(f"{path}: LAYOUT is a {type(layout).__name__}; accepted: interp.sweeps.driver.Layout")
     fields = set(configs[0].to_dict())
     missing = [f for f in (*layout.rows, layout.column) if f not in fields]
     if missing:
@@ -208,7 +215,7 @@ def take(n):
         data += chunk
     return data
 sys.path[:] = pickle.loads(take(struct.unpack(">Q", take(8))[0]))
-from interp.training.loader import _serve
+from interp.sweeps.loader import _serve
 _serve()
 """
 

@@ -5,7 +5,7 @@ The sweep runs in a subprocess (`python -m interp sweep DIR --workers 2`) in its
 the test polls the store read-only until a row is committed, then SIGKILLs the whole process
 group (driver, forkserver, pool workers): nothing gets to clean up, and the DriverLock (an
 flock) dies with the driver. The resume and the reference run in-process pools (--workers 1),
-which give the pool's bits (tests/training/test_sweeps.py). Independent
+which give the pool's bits (tests/sweeps/test_sweeps.py). Independent
 reference: the same command run uninterrupted into another store (a subprocess too, so that
 its MKL mode, set by the CLI before torch starts, is the same; see interp.training.fast_train).
 """
@@ -23,13 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from interp.training import progress, store, sweeps, workers
+from interp.training import progress
+from interp.sweeps import store, driver as sweeps, workers
 from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
 
 # Two short groups (30 steps) scheduled first, then two long ones (300 steps, no early stop):
 # the kill lands while the long groups train.
 SWEEP = """
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 def tiny(case, pe, d_token, steps, seed):

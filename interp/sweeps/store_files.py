@@ -2,7 +2,7 @@
 driver's lock and its pid file, and the first bytes a store must start with.
 
 Checkpoint folders are written into a temporary sibling, fsynced and renamed into place
-(:func:`place_checkpoint`, :func:`replace_folder`), so a reader sees a whole folder or none;
+(:func:`interp.training.files.place_checkpoint`), so a reader sees a whole folder or none;
 :func:`clean_partial` removes what an interrupted driver left.
 
 The lock. One driver writes a store's folder at a time: it holds an ``flock`` on the folder
@@ -28,9 +28,10 @@ import hashlib
 import os
 import shutil
 import stat
-import uuid
 from pathlib import Path
 from urllib.parse import quote
+
+from interp.training.files import place_checkpoint, replace_folder, write_synced  # noqa: F401 - re-exported
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -51,48 +52,6 @@ def sqlite_quiet(path: Path) -> bool:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def place_checkpoint(files: dict[str, bytes], target: Path) -> dict[str, str]:
-    """Write a checkpoint folder atomically: into a temporary sibling, fsync, then rename.
-
-    An existing ``target`` (left by a run that was killed before its row was committed) is
-    replaced. Returns ``{file name: sha256}``.
-    """
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        for fname, data in files.items():
-            if "/" in fname or fname.startswith("."):
-                raise ValueError(f"checkpoint file name {fname!r}; accepted: a plain file name")
-            write_synced(tmp / fname, data)
-        replace_folder(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return {fname: sha256(data) for fname, data in sorted(files.items())}
-
-
-def write_synced(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` and fsync it (a folder is renamed into place only after)."""
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def replace_folder(tmp: Path, target: Path) -> None:
-    """Put the finished folder ``tmp`` at ``target`` by renames: an existing ``target`` is moved
-    aside first and removed after, so a reader sees the old folder or the new, never a mix."""
-    if target.exists():
-        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-        os.replace(target, old)
-        os.replace(tmp, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, target)
 
 
 def clean_partial(checkpoints: Path) -> list[Path]:

@@ -1,6 +1,6 @@
 """The results store: one SQLite file per sweep, one row per training run, readable with pandas.
 
-Layout on disk (``DIR/results/`` by default, see :mod:`interp.training.sweeps`)::
+Layout on disk (``DIR/results/`` by default, see :mod:`interp.sweeps.driver`)::
 
     store.sqlite                 the table ``runs`` (below) and the table ``sweeps`` (invocations)
     checkpoints/<run name>/      model.safetensors + config.json (interp.training.checkpoints format)
@@ -39,7 +39,7 @@ core for: well below 1 on a loaded machine (the sweeps log records the load aver
 ``sweeps`` logs each ``interp sweep`` invocation (sweep, started_at, finished_at, workers,
 runs_done, wall_seconds, outcome: ``done``, ``done: N run(s) lost`` or ``interrupted: <why>``, a driver killed outright
 leaves finished_at NULL; environment: JSON of the machine facts that bear on speed and bits,
-see :func:`interp.training.sweeps.environment`, including the device and the load average at
+see :func:`interp.sweeps.driver.environment`, including the device and the load average at
 the start, and ``load_average_end`` once the invocation ends), so sweep wall times are recorded
 beside the results.
 
@@ -83,12 +83,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 # the files beside the store, re-exported: the driver's lock and the checkpoint folders
-from interp.training.store_files import DriverLock as DriverLock
-from interp.training.store_files import check_header, sha256, sqlite_quiet, sqlite_uri
-from interp.training.store_files import clean_partial as clean_partial
-from interp.training.store_files import place_checkpoint as place_checkpoint
-from interp.training.store_files import replace_folder as replace_folder
-from interp.training.store_files import write_synced as write_synced
+from interp.sweeps.store_files import DriverLock as DriverLock
+from interp.sweeps.store_files import check_header, sha256, sqlite_quiet, sqlite_uri
+from interp.sweeps.store_files import clean_partial as clean_partial
+from interp.sweeps.store_files import place_checkpoint as place_checkpoint
+from interp.sweeps.store_files import replace_folder as replace_folder
+from interp.sweeps.store_files import write_synced as write_synced
 
 SCHEMA_VERSION = 1
 

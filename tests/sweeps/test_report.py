@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from interp import cli
-from interp.training import report, sweeps
-from interp.training.store import RunRecord, Store
+from interp.sweeps import report, driver as sweeps
+from interp.sweeps.store import RunRecord, Store
 
 REPO = Path(__file__).resolve().parents[2]
 
 CONFIGS = """
-from interp.training.sweeps import Layout
+from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [TrainConfig(case=case, n=100, d_token=d, pos_embed=pe, seed=s)
