@@ -1,15 +1,22 @@
 """Sweeps of training runs: the results store, the workers that fill it, the report.
 
 * :mod:`~interp.sweeps.folders` - a sweep folder as data (``Layout``, ``Sweep``);
+  :mod:`~interp.sweeps.configs_file` - what ``configs.py`` must declare, and its checks;
   :mod:`~interp.sweeps.loader` - ``configs.py`` executed in a guarded child process;
+  :mod:`~interp.sweeps.loader_process` - the helper process that runs it, and the framing;
   :mod:`~interp.sweeps.driver` - the driver (``run_sweep``: plan, train, commit).
-* :mod:`~interp.sweeps.store` - the SQLite results store (one row per run);
+* :mod:`~interp.sweeps.store` - the SQLite results store (one row per run): the writer
+  ``Store``, naming the rest; :mod:`~interp.sweeps.store_schema` - the formats the writer and
+  the readers share (schema, row checksums, recognising a store);
+  :mod:`~interp.sweeps.store_read` - the readers (``read``, ``verify``, ``read_sweeps``);
+  :mod:`~interp.sweeps.frame` - ``read_runs``: a store's runs as one DataFrame (``interp.read_runs``);
   :mod:`~interp.sweeps.store_files` - the files beside it: the driver's folder lock and pid
   file, recognising a store before any write.
-* :mod:`~interp.sweeps.workers` - the worker function, worker set-up, the one scheduler loop
-  and the local backend (one process per group, lost alone if it dies);
-  :mod:`~interp.sweeps.ray_backend` - the Ray backend.
-* :mod:`~interp.sweeps.report` - a sweep's table beside the paper's, violins.
+* :mod:`~interp.sweeps.workers` - the worker function, worker set-up and the one scheduler
+  loop; :mod:`~interp.sweeps.local_backend` - one local process per group, lost alone if it
+  dies; :mod:`~interp.sweeps.ray_backend` - the Ray backend.
+* :mod:`~interp.sweeps.report_table` - a sweep's table beside the paper's, as data;
+  :mod:`~interp.sweeps.report` - that table in Markdown, violins.
 
 This package sits above :mod:`interp.training` (what one run is and how it trains) and imports
 from it, never the other way. A sweep folder's ``configs.py`` writes

@@ -46,7 +46,8 @@ from interp.sweeps.folders import (  # noqa: F401 - re-exported: configs.py file
 )
 from interp.sweeps.loader import LOAD_TIMEOUT, LOAD_TIMEOUT_ENV, MAX_RUNS, load, warm_loader  # noqa: F401
 from interp.sweeps.store import RunRecord
-from interp.sweeps.workers import LOST, describe, environmental_failure, is_lost, run_pool, train_records
+from interp.sweeps.local_backend import run_pool
+from interp.sweeps.workers import LOST, describe, environmental_failure, is_lost, train_records
 
 log = logging.getLogger(__name__)
 
@@ -240,22 +241,15 @@ def run_sweep(
     and the invocation's outcome says so; with no row, the next sweep trains it again (from
     its progress file, if one was saved).
     """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers={workers!r}; accepted: an integer >= 1")
-    cores = os.cpu_count() or 1
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads={threads!r}; accepted: an integer >= 1")
-    device = check_backend(backend, address, device)  # before anything is written
-    if save_every is not None and (isinstance(save_every, bool) or not isinstance(save_every, (int, float))
-                                   or not save_every > 0):
-        raise ValueError(f"save_every={save_every!r}; accepted: seconds > 0, or None (never)")
+    device = _check_run(workers, threads, save_every, backend, address, device)  # before any write
     store_path = Path(store) if store is not None else sweep.default_store
-    ckpt_root = checkpoint_dir(store_path)
     saves = None if save_every is None or backend != "local" else progress.folder(store_path)
     configs = select(sweep.configs, where)
     start = time.perf_counter()
+    # the driver's one transaction scope: every write to the store happens inside this block,
+    # under the driver lock, through ``db`` (the sweep log) and ``commit`` (the run rows)
     with store_mod.DriverLock(store_path), store_mod.Store(store_path) as db:
-        store_mod.clean_partial(ckpt_root)
+        store_mod.clean_partial(checkpoint_dir(store_path))
         db.verify()  # an edited or corrupt row stops the sweep, naming the run
         done, repaired = _finished(db, configs)
         if saves is not None:
@@ -265,74 +259,104 @@ def run_sweep(
             on_plan(sum(len(g) for g in groups))
         pooled = backend == "local" and workers > 1 and len(groups) > 1
         if pooled:
-            threads = threads or max(1, cores // workers)
+            threads = threads or max(1, (os.cpu_count() or 1) // workers)
         elif backend == "ray":
             threads = threads or 1
         skipped = sum(1 for c in configs if c.name() in done and (done[c.name()] == "ok" or not retry_failed))
         sweep_id = db.begin_sweep(sweep.name, workers,
                                   environment(workers, threads, backend, address, device))
-        trained = failed = lost = 0
-        lost_groups: list[str] = []
-
-        def commit(records: list[RunRecord]) -> None:
-            nonlocal trained, failed, lost
-            gone = [rec for rec in records if is_lost(rec)]
-            for reason in dict.fromkeys(rec.status[len(LOST):] for rec in gone):  # one line a group
-                runs = [rec for rec in gone if rec.status == LOST + reason]
-                lost_groups.append(f"{describe(runs[0].config)}: {reason}")
-                log.warning("%s: %d run(s) lost: %s; not stored, the next sweep trains them",
-                            describe(runs[0].config), len(runs), reason)
-            lost += len(gone)
-            for rec in records:
-                if is_lost(rec):
-                    if on_run is not None:
-                        on_run(rec)
-                    continue
-                ckpt = sums = None
-                if rec.files and checkpoints:
-                    ckpt = ckpt_root / rec.name
-                    sums = store_mod.place_checkpoint(rec.files, ckpt)
-                db.put(rec, ckpt, sums)
-                trained += 1
-                failed += not rec.ok
-                if not rec.ok:
-                    log.warning("%s seed %s: %s", describe(rec.config), rec.seed, rec.status)
-                if on_run is not None:
-                    on_run(rec)
-            if saves is not None and records and not gone:  # a lost group resumes from its file
-                progress.remove(saves, [rec.name for rec in records])
-
+        commit = _Commit(db, checkpoint_dir(store_path) if checkpoints else None, saves, on_run)
         outcome = "interrupted"
         try:
-            if backend == "ray":
-                from interp.sweeps import ray_backend
-
-                ray_backend.run_groups(groups, sweep.name, workers, threads, on_start, commit,
-                                       address=address)
-            elif not pooled:
-                if threads is not None:
-                    import torch
-
-                    torch.set_num_threads(threads)
-                for g in groups:
-                    if on_start is not None:
-                        on_start(g)
-                    commit(train_records([c.to_dict() for c in g], sweep.name, device,
-                                         saves and str(saves), save_every or 0.0))
-            else:
-                run_pool(groups, sweep.name, min(workers, len(groups)), threads, on_start, commit,
-                         device, saves and str(saves), save_every or 0.0)
-            outcome = f"done: {lost} run(s) lost" if lost else "done"
+            _train(groups, sweep.name, backend, pooled, workers, threads, address, device, saves,
+                   save_every, on_start, commit)
+            outcome = f"done: {commit.lost} run(s) lost" if commit.lost else "done"
         except BaseException as e:
             outcome = f"interrupted: {type(e).__name__}"
             raise
         finally:
             wall = time.perf_counter() - start
-            db.end_sweep(sweep_id, trained, wall, outcome, {"load_average_end": load_average()})
+            db.end_sweep(sweep_id, commit.trained, wall, outcome, {"load_average_end": load_average()})
     return Summary(sweep=sweep.name, store=store_path, total=len(configs), skipped=skipped,
-                   trained=trained, failed=failed, workers=workers, wall_seconds=round(wall, 3),
-                   backend=backend, repaired=tuple(repaired), lost=lost,
-                   lost_groups=tuple(lost_groups))
+                   trained=commit.trained, failed=commit.failed, workers=workers,
+                   wall_seconds=round(wall, 3), backend=backend, repaired=tuple(repaired),
+                   lost=commit.lost, lost_groups=tuple(commit.lost_groups))
+
+
+def _check_run(workers, threads, save_every, backend: str, address, device: str) -> str:
+    """ValueError for a bad :func:`run_sweep` argument, before anything is written; returns
+    the device's name (:func:`check_backend`)."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers={workers!r}; accepted: an integer >= 1")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads={threads!r}; accepted: an integer >= 1")
+    device = check_backend(backend, address, device)
+    if save_every is not None and (isinstance(save_every, bool) or not isinstance(save_every, (int, float))
+                                   or not save_every > 0):
+        raise ValueError(f"save_every={save_every!r}; accepted: seconds > 0, or None (never)")
+    return device
+
+
+class _Commit:
+    """The one writer of run rows: called with each group's records as the group finishes, it
+    places each run's checkpoint (``checkpoints``: their folder; None stores rows without
+    files) and then commits its row, one transaction per run. :func:`run_sweep` makes it
+    inside its ``with`` block, with ``db`` open under the driver lock, so nothing writes the
+    store outside the lock. Lost records (:func:`~interp.sweeps.workers.is_lost`) are logged,
+    counted and never stored; a group committed whole has its progress file removed."""
+
+    def __init__(self, db, checkpoints: Path | None, saves: Path | None,
+                 on_run: Callable[[RunRecord], None] | None):
+        self.db, self.checkpoints, self.saves, self.on_run = db, checkpoints, saves, on_run
+        self.trained = self.failed = self.lost = 0
+        self.lost_groups: list[str] = []  # "<group>: <reason>", one per lost group
+
+    def __call__(self, records: list[RunRecord]) -> None:
+        gone = [rec for rec in records if is_lost(rec)]
+        for reason in dict.fromkeys(rec.status[len(LOST):] for rec in gone):  # one line a group
+            runs = [rec for rec in gone if rec.status == LOST + reason]
+            self.lost_groups.append(f"{describe(runs[0].config)}: {reason}")
+            log.warning("%s: %d run(s) lost: %s; not stored, the next sweep trains them",
+                        describe(runs[0].config), len(runs), reason)
+        self.lost += len(gone)
+        for rec in records:
+            if not is_lost(rec):
+                ckpt = sums = None
+                if rec.files and self.checkpoints is not None:
+                    ckpt = self.checkpoints / rec.name
+                    sums = store_mod.place_checkpoint(rec.files, ckpt)
+                self.db.put(rec, ckpt, sums)
+                self.trained += 1
+                self.failed += not rec.ok
+                if not rec.ok:
+                    log.warning("%s seed %s: %s", describe(rec.config), rec.seed, rec.status)
+            if self.on_run is not None:
+                self.on_run(rec)
+        if self.saves is not None and records and not gone:  # a lost group resumes from its file
+            progress.remove(self.saves, [rec.name for rec in records])
+
+
+def _train(groups, sweep_name: str, backend: str, pooled: bool, workers: int, threads,
+           address, device: str, saves: Path | None, save_every, on_start, commit) -> None:
+    """Train ``groups`` on the chosen backend, handing each group's records to ``commit``:
+    Ray tasks, local processes (``pooled``), or this process one group after another."""
+    if backend == "ray":
+        from interp.sweeps import ray_backend
+
+        ray_backend.run_groups(groups, sweep_name, workers, threads, on_start, commit, address=address)
+    elif pooled:
+        run_pool(groups, sweep_name, min(workers, len(groups)), threads, on_start, commit,
+                 device, saves and str(saves), save_every or 0.0)
+    else:
+        if threads is not None:
+            import torch
+
+            torch.set_num_threads(threads)
+        for g in groups:
+            if on_start is not None:
+                on_start(g)
+            commit(train_records([c.to_dict() for c in g], sweep_name, device,
+                                 saves and str(saves), save_every or 0.0))
 
 
 def _clean_progress(saves: Path, configs, done: dict[str, str]) -> None:

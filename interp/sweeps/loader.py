@@ -3,8 +3,8 @@
 A sweep folder holds ``configs.py`` (``CONFIGS``: one TrainConfig per run; ``LAYOUT``: a
 :class:`Layout`) and optionally ``paper.csv`` (:mod:`interp.sweeps.driver` has an example).
 ``configs.py`` is Python, so :func:`load` never runs it in the caller: a loader process (one
-per driver, started by :func:`warm_loader`, exiting with the driver or after 30 s idle) forks
-a fresh child for each load, under a time limit, counting the runs as CONFIGS is iterated
+per driver, :mod:`interp.sweeps.loader_process`, exiting with the driver or after 30 s idle)
+forks a fresh child for each load, under a time limit, counting the runs as CONFIGS is iterated
 (:data:`MAX_RUNS`), and sends back the configs and the layout. A hang, ``os._exit``, a signal,
 ``KeyboardInterrupt`` or an exception there becomes one ValueError naming the file; every
 config is size-checked (:func:`interp.core.limits.check_trainable`) before any run starts.
@@ -14,35 +14,24 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import importlib
-import importlib.util
 import logging
 import math
 import os
-import pickle
-import select as io_select  # the module (sweeps.select picks configs)
 import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
 
-
-from interp.sweeps.folders import CONFIGS_FILE, Layout, Sweep, group_key
+from interp.sweeps import loader_process as helper
+from interp.sweeps.configs_file import MAX_RUNS, check_sizes, read_configs
+from interp.sweeps.loader_process import _recv, _send
+from interp.sweeps.folders import CONFIGS_FILE, Layout, Sweep
 
 log = logging.getLogger(__name__)
 
-#: The most runs one sweep folder may declare. Every stage holds a sweep's configs whole
-#: (planning names each run and reads its row, the report lays them all out; 10**6 runs took
-#: 224 s and 0.9 GB just to plan), and 10**5 runs of the paper's protocol are already months of
-#: CPU time, so a larger sweep is refused rather than streamed: split it into several sweep
-#: folders (one per case, per d_token...), each with its own store and report. It is counted
-#: while CONFIGS is iterated, so an endless generator stops here too.
-MAX_RUNS = 100_000
 #: Seconds ``configs.py`` may take to load: ``load(timeout=...)``, ``--load-timeout`` of
 #: ``interp sweep`` and ``interp report``, or the environment variable ``INTERP_LOAD_TIMEOUT``.
 LOAD_TIMEOUT = 60.0
@@ -71,11 +60,11 @@ def load(folder: str | os.PathLike, *, timeout: float | None = None, max_runs: i
     timeout = _load_timeout(timeout)
     if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
         raise ValueError(f"max_runs={max_runs!r}; accepted: an integer >= 1")
-    if _IN_LOADER or not hasattr(os, "fork"):  # a configs.py loading another sweep: guarded already
-        configs, layout = _read_configs(path, max_runs)
+    if helper.IN_LOADER or not hasattr(os, "fork"):  # a configs.py loading another sweep: guarded already
+        configs, layout = read_configs(path, max_runs)
     else:
         configs, layout = _LOADER.load(path, timeout, max_runs)
-    _check_sizes(path, configs)
+    check_sizes(path, configs)
     return Sweep(name=root.resolve().name, root=root, configs=configs, layout=layout)
 
 
@@ -106,153 +95,16 @@ def _load_timeout(timeout) -> float:
     return float(timeout)
 
 
-def _moved(e: Exception) -> str:
-    """A hint for a configs.py written before the sweep machinery left ``interp.training``."""
-    if isinstance(e, ModuleNotFoundError) and (e.name or "").startswith("interp.training."):
-        return " (the sweep machinery moved to interp.sweeps: write `from interp.sweeps import Layout`)"
-    return ""
+# --------------------------------------------------------------------------- the helper process
 
-
-def _read_configs(path: Path, max_runs: int) -> tuple[tuple, Layout]:
-    """Execute ``path`` here and check what it declares (the body of :func:`load`, run in the
-    loading child)."""
-    from interp.training.trainer import TrainConfig
-
-    module_name = f"_interp_sweep_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as e:
-        raise ValueError(f"{path}:{e.lineno}: syntax error: {e.msg}") from e
-    except Exception as e:  # a TrainConfig or Layout that refuses its values, a NameError...
-        raise ValueError(f"{path}: {type(e).__name__}: {e}{_moved(e)}") from e
-    except SystemExit as e:  # configs.py is executed as Python: an exit is a broken sweep, not success
-        raise ValueError(f"{path} called sys.exit({e.code!r}) while being loaded; a {CONFIGS_FILE} "
-                         "must only define CONFIGS and LAYOUT") from None
-    for attr in ("CONFIGS", "LAYOUT"):
-        if not hasattr(module, attr):
-            raise ValueError(f"{path} defines no {attr}")
-    declared = module.CONFIGS
-    if isinstance(declared, (str, bytes)) or not isinstance(declared, Iterable):
-        raise ValueError(f"{path}: CONFIGS is a {type(declared).__name__}; accepted: a list of TrainConfig")
-    split = (f"accepted: at most {max_runs} per sweep folder (interp.sweeps.driver.MAX_RUNS); "
-             "split the sweep into several folders (e.g. one per case or d_token), each with its "
-             "own store")
-    count = len(declared) if isinstance(declared, (list, tuple)) else None
-    if count is not None and count > max_runs:
-        raise ValueError(f"{path}: CONFIGS declares {count} runs; {split}")
-    configs = []
-    try:
-        for c in declared:  # counted as it goes: an endless generator stops at the cap
-            if not isinstance(c, TrainConfig):
-                raise ValueError(f"{path}: CONFIGS[{len(configs)}] is a {type(c).__name__}; accepted: TrainConfig")
-            configs.append(c)
-            if len(configs) > max_runs:
-                raise ValueError(f"{path}: CONFIGS yields more than {max_runs} runs (stopped at "
-                                 f"run {len(configs)}: an endless generator?); {split}")
-    except (ValueError, KeyboardInterrupt):
-        raise
-    except Exception as e:  # raised by a generator while it yields
-        raise ValueError(f"{path}: {type(e).__name__} while iterating CONFIGS: {e}") from e
-    if not configs:
-        raise ValueError(f"{path}: CONFIGS is empty")
-    names: dict[str, int] = {}
-    for i, c in enumerate(configs):
-        if c.name() in names:
-            raise ValueError(f"{path}: CONFIGS[{i}] repeats CONFIGS[{names[c.name()]}] ({c})")
-        names[c.name()] = i
-    layout = module.LAYOUT
-    if not isinstance(layout, Layout):
-        raise ValueError(f"{path}: LAYOUT is a {type(layout).__name__}; accepted: interp.sweeps.driver.Layout")
-    fields = set(configs[0].to_dict())
-    missing = [f for f in (*layout.rows, layout.column) if f not in fields]
-    if missing:
-        raise ValueError(f"{path}: LAYOUT names {missing}, not TrainConfig fields ({sorted(fields)})")
-    # what crosses to the driver is TrainConfig and Layout themselves, not subclasses defined in
-    # configs.py (which the driver could not unpickle)
-    fields = [f.name for f in dataclasses.fields(TrainConfig)]
-    configs = tuple(c if type(c) is TrainConfig else TrainConfig(**{f: getattr(c, f) for f in fields})
-                    for c in configs)
-    if type(layout) is not Layout:
-        layout = Layout(rows=layout.rows, column=layout.column, paper=dict(layout.paper), title=layout.title)
-    return configs, layout
-
-
-def _check_sizes(path: Path, configs: Sequence) -> None:
-    """Each group's training step (its seeds stacked) against this machine's memory, so a sweep
-    refuses a config too big to train before any run starts (and before the store opens)."""
-    from interp.core import limits
-
-    groups: dict = {}  # group key -> [index of its first config, seeds]
-    for i, c in enumerate(configs):
-        groups.setdefault(group_key(c), [i, 0])[1] += 1
-    for i, seeds in groups.values():
-        try:
-            limits.check_trainable(configs[i], seeds)
-        except ValueError as e:
-            raise ValueError(f"{path}: CONFIGS[{i}]: {e}") from None
-
-
-# --------------------------------------------------------------------------- the loading child
-
-#: True in the child that executes a configs.py: a sweep it loads (experiments/readings' tables
-#: load experiments/table1) is read in that child, under the same time limit.
-_IN_LOADER = False
 _LOADER_START = 300.0  # seconds the loader may take to import the trainer (not configs.py's time)
-_LOADER_IDLE = 30.0  # seconds an idle loader waits for the next load before exiting
-_PRELOAD = ("interp.training.trainer",)  # what every configs.py imports (torch, TransformerLens)
-
-# The loader process's entry: take this process's sys.path (the first message), then serve.
-_BOOT = """\
-import os, pickle, struct, sys
-def take(n):
-    data = b""
-    while len(data) < n:
-        chunk = os.read(0, n - len(data))
-        if not chunk:
-            sys.exit(0)
-        data += chunk
-    return data
-sys.path[:] = pickle.loads(take(struct.unpack(">Q", take(8))[0]))
-from interp.sweeps.loader import _serve
-_serve()
-"""
+#: whether the helper is forked from this process (:class:`~interp.sweeps.loader_process.ForkedHelper`)
+#: rather than started as a fresh interpreter that imports the trainer a second time
+_FORK = helper.can_fork()
 
 
 class _Gone(Exception):
     """The loader process ended before it answered (e.g. it had just exited idle)."""
-
-
-def _send(fd: int, message) -> None:
-    """One length-prefixed pickle on a pipe."""
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(struct.pack(">Q", len(data)) + data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _recv(fd: int, deadline: float | None = None):
-    """One message from a pipe; None at end of file; TimeoutError past ``deadline``
-    (``time.monotonic()``; None: wait as long as it takes)."""
-    head = _read_exact(fd, 8, deadline)
-    body = None if head is None else _read_exact(fd, struct.unpack(">Q", head)[0], deadline)
-    return None if body is None else pickle.loads(body)
-
-
-def _read_exact(fd: int, size: int, deadline: float | None) -> bytes | None:
-    chunks, got = [], 0
-    while got < size:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not io_select.select([fd], [], [], left)[0]:
-                raise TimeoutError
-        chunk = os.read(fd, min(size - got, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
 
 
 def _describe_exit(code: int) -> str:
@@ -267,13 +119,14 @@ def _describe_exit(code: int) -> str:
 class _Loader:
     """Executes configs.py files in child processes, one line for whatever goes wrong there.
 
-    A helper process (started on the first load, in its own session so a terminal's Ctrl-C is
-    this process's to handle) imports the trainer once -- torch and TransformerLens, seconds --
-    and forks a fresh child per configs.py; later loads cost milliseconds, and each child starts
-    from the same clean state. The child runs :func:`_read_configs` and sends back the checked
-    configs and layout, or the error's line; this process enforces the time limit and kills the
-    child past it. The helper exits with this process (its stdin closes; it kills a child still
-    loading) or after idling :data:`_LOADER_IDLE` seconds, so it never outlives the driver.
+    A helper process (:mod:`interp.sweeps.loader_process`; started on the first load, in its own
+    session so a terminal's Ctrl-C is this process's to handle) has the trainer imported --
+    torch and TransformerLens, seconds -- and forks a fresh child per configs.py; later loads
+    cost milliseconds, and each child starts from the same clean state. The child runs
+    :func:`~interp.sweeps.configs_file.read_configs` and sends back the checked configs and
+    layout, or the error's line; this process enforces the time limit and kills the child past
+    it. The helper exits with this process (its stdin closes; it kills a child still loading)
+    or after idling ``LOADER_IDLE`` seconds, so it never outlives the driver.
     """
 
     def __init__(self):
@@ -349,18 +202,22 @@ class _Loader:
             self.close()
 
     def warm(self) -> None:
-        """Start the helper now, without waiting for it (see :func:`warm_loader`)."""
+        """Start a fresh helper now, without waiting for it (see :func:`warm_loader`); a
+        forked one starts at the first load, once this process has the trainer imported."""
         with self.lock:
-            if self.proc is None or self.proc.poll() is not None:
+            if not _FORK and (self.proc is None or self.proc.poll() is not None):
                 self._spawn()
 
     def _spawn(self) -> None:
         self.close()
+        self.ready = False
+        if _FORK:
+            self.proc = helper.ForkedHelper()
+            return
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-c", helper.BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             start_new_session=True,
         )
-        self.ready = False
         _send(self.proc.stdin.fileno(), list(sys.path))
 
     def _start(self) -> None:
@@ -368,7 +225,7 @@ class _Loader:
             self._spawn()
         if self.ready:
             return
-        # the configs' classes: imported here while the helper imports them there
+        # the configs' classes: imported here (while a fresh helper imports them there)
         importlib.import_module("interp.training.runs")
         ready = _recv(self.proc.stdout.fileno(), time.monotonic() + _LOADER_START)
         if ready != ("ready",):
@@ -385,8 +242,9 @@ class _Loader:
         with contextlib.suppress(OSError):
             proc.stdin.close()
         if proc.poll() is None:  # not reaped yet, so its id is still its own
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            for kill in (os.killpg, os.kill):  # its group; itself, if not yet its group's leader
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    kill(proc.pid, signal.SIGKILL)
         proc.wait()
         proc.stdout.close()
 
@@ -396,72 +254,9 @@ atexit.register(_LOADER.close)
 
 
 def warm_loader() -> None:
-    """Start the process that executes configs.py files (:func:`load`) now, without waiting:
-    its imports (torch, TransformerLens: seconds) then overlap this process's own. A command
-    that will load a sweep calls it first thing; nothing else changes."""
-    if not _IN_LOADER and hasattr(os, "fork"):
+    """Start the process that executes configs.py files (:func:`load`) now, without waiting,
+    where it is a fresh interpreter: its imports (torch, TransformerLens: seconds) then overlap
+    this process's own. (On Linux it is a fork of this process, started at the first load.) A
+    command that will load a sweep calls it first thing; nothing else changes."""
+    if not helper.IN_LOADER and hasattr(os, "fork"):
         _LOADER.warm()
-
-
-def _serve() -> None:
-    """The helper process: import the trainer, then fork one child per request."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    out = os.dup(1)
-    os.dup2(2, 1)  # what configs.py prints goes to stderr, not into the replies
-    for name in _PRELOAD:
-        with contextlib.suppress(Exception):  # configs.py's own import then says what is wrong
-            importlib.import_module(name)
-    _send(out, ("ready",))
-    while io_select.select([0], [], [], _LOADER_IDLE)[0]:
-        request = _recv(0)
-        if request is None:
-            return  # the driver is gone
-        done_r, done_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(done_r)
-            _child(request, out)  # never returns
-        os.close(done_w)
-        while True:  # until the child exits (done_r reads EOF), or the driver dies (stdin EOF)
-            ready = io_select.select([0, done_r], [], [], 0.5)[0]
-            if 0 in ready and not os.read(0, 1):
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return
-            got, status = os.waitpid(pid, os.WNOHANG)
-            if got:
-                break
-        os.close(done_r)
-        _send(out, ("exit", os.waitstatus_to_exitcode(status)))
-
-
-def _child(request: dict, out: int) -> None:
-    global _IN_LOADER
-    _IN_LOADER = True
-    try:
-        _send(out, ("started", os.getpid()))
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the driver's requests are not its input
-        if request["cwd"] is not None:
-            os.chdir(request["cwd"])
-        sys.path[:] = request["sys_path"]
-        path = Path(request["path"])
-        try:
-            reply = ("ok", _read_configs(path, request["max_runs"]))
-        except ValueError as e:
-            reply = ("error", str(e))
-        except KeyboardInterrupt:
-            reply = ("error", f"{path} raised KeyboardInterrupt while being loaded; a "
-                              f"{CONFIGS_FILE} must only define CONFIGS and LAYOUT")
-        except BaseException as e:  # noqa: BLE001 - whatever it is, the driver gets one line
-            reply = ("error", f"{path}: {type(e).__name__}: {e}")
-        try:
-            _send(out, reply)
-        except Exception as e:  # e.g. a LAYOUT.paper value that cannot be pickled
-            _send(out, ("error", f"{path}: CONFIGS or LAYOUT cannot be sent back to the driver "
-                                 f"({type(e).__name__}: {e}); accepted: TrainConfig and Layout values"))
-        with contextlib.suppress(Exception):  # what configs.py printed, before os._exit
-            sys.stdout.flush()
-        with contextlib.suppress(Exception):
-            sys.stderr.flush()
-    finally:
-        os._exit(0)

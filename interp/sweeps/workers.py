@@ -4,9 +4,10 @@
 :class:`~interp.sweeps.store.RunRecord` data with the checkpoint as bytes); :func:`init_worker` sets a
 worker process up (torch threads, the driver's MKL branch). :func:`schedule` is the one loop
 that keeps ``slots`` groups in flight, longest first, and commits each group's records as it
-finishes; a backend is an adapter that hands back futures: :func:`run_pool` (one local process
-per group) here, :func:`interp.sweeps.ray_backend.run_groups` (Ray tasks) there. Only the driver commits,
-so only the driver writes the store.
+finishes; a backend is an adapter that hands back futures:
+:func:`interp.sweeps.local_backend.run_pool` (one local process per group),
+:func:`interp.sweeps.ray_backend.run_groups` (Ray tasks). Only the driver commits, so only the
+driver writes the store.
 
 A group whose worker produced no records for a reason outside training (its process killed or
 crashed, ...) is *lost*: :func:`lost_records` gives one record per config with status
@@ -20,14 +21,14 @@ from __future__ import annotations
 import builtins
 import logging
 import os
-import signal
 import tempfile
 import threading
 from pathlib import Path
 from typing import Callable, Hashable, Iterable, Sequence
 
 from interp.sweeps import store as store_mod
-from interp.training.machine import keep_freed_memory, mkl_branch, mkl_library
+from interp.training.machine import keep_freed_memory, mkl_library
+from interp.training.machine import mkl_branch as mkl_branch  # noqa: F401 - tests import it here
 from interp.sweeps.store import RunRecord
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def cost(group: Sequence) -> float:
     from interp.core import tasks
 
     c = group[0]
-    d_model = 2 * c.d_token if c.case in tasks.SAME_POSITION else c.d_token
+    d_model = c.d_model  # TrainConfig is a ModelSpec: its task decides (pair tokens: 2 d_token)
     seq = tasks.seq_len(c.case, c.n)
     return len(group) * seq * c.n_layers * d_model * (4 * d_model + seq + 2 * c.d_mlp)
 
@@ -139,7 +140,7 @@ def train_records(config_dicts: list[dict], sweep: str, device: str = "cpu",
 
     saved = None if progress_dir is None else progress.path_for(progress_dir, [c.name() for c in configs])
     try:
-        results = training.train_group(configs, device=device, progress=saved, every=every)
+        results = training.train_group(configs, device=device, state_file=saved, every=every)
     except Exception as e:  # noqa: BLE001 - recorded in the store, reported by the driver
         if environmental(e):
             return lost(e)
@@ -258,151 +259,3 @@ def schedule(
         for future in wait_any(list(running)):
             running.pop(future)
             commit(result(future))
-
-
-def run_pool(groups, sweep_name, workers, threads, on_start, commit, device: str = "cpu",
-             progress_dir: str | None = None, every: float = 600.0) -> None:
-    """The local backend: :func:`schedule` with ``workers`` groups in flight, each in a process
-    of its own (on CUDA they share the GPU, each with its own CUDA context).
-
-    A group's process ends with it, so one that dies (SIGKILL, the OOM killer, a crash)
-    costs that group alone: it comes back as :func:`lost_records` naming the process and its
-    signal or exit code, and the other groups train on. Ctrl-C (SIGTERM too, through the
-    CLI) or an error in ``commit`` terminates the running groups' processes and propagates.
-    """
-    ctx = _context()
-    branch = mkl_branch()
-    running: list[_Worker] = []
-
-    def submit(group):
-        worker = _Worker(ctx, [c.to_dict() for c in group], sweep_name,
-                         (threads, branch, device, progress_dir, every))
-        running.append(worker)
-        return worker
-
-    def wait_any(in_flight):
-        done = _Worker.wait_any(in_flight)
-        for worker in done:
-            running.remove(worker)
-        return done
-
-    try:
-        schedule(groups, workers, submit, wait_any, lambda worker: worker.records, on_start, commit)
-    except BaseException:  # Ctrl-C, an error while committing: stop now, the store holds what finished
-        for worker in running:
-            worker.stop()
-        raise
-
-
-def _context():
-    """forkserver: workers fork from a clean server process that has imported the trainer once
-    (forking the driver itself after torch has run threads can hang; spawn re-imports
-    TransformerLens in every worker, ~10 s each). The server exits by itself once the driver
-    and every worker it forked have ended (it watches a pipe they all hold)."""
-    import multiprocessing as mp
-
-    if "forkserver" not in mp.get_all_start_methods():
-        return mp.get_context("spawn")
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["interp.sweeps.workers", "interp.training.trainer",
-                                "interp.training.checkpoints"])
-    return ctx
-
-
-class _Worker:
-    """One group training in a process of its own; its records come back over a pipe.
-
-    ``records`` is set once the process is done (:meth:`wait_any`): what it sent, or the
-    group's :func:`lost_records` when it ended without sending them.
-    """
-
-    JOIN_SECONDS = 10.0  # for a process that has sent its records (or closed its pipe) to end
-
-    def __init__(self, ctx, config_dicts: list[dict], sweep: str, settings: tuple):
-        """Start the process: ``settings`` are :func:`_work`'s (threads, MKL branch, device,
-        progress folder, seconds between saves)."""
-        self.config_dicts, self.sweep = config_dicts, sweep
-        self.started = store_mod.now()
-        self.records: list[RunRecord] | None = None
-        self.reaped = False
-        receive, send = ctx.Pipe(duplex=False)
-        self.process = ctx.Process(target=_work, args=(send, config_dicts, sweep, *settings),
-                                   daemon=True, name=f"interp worker: {describe(config_dicts[0])}")
-        try:
-            self.process.start()
-        finally:
-            send.close()  # the child's end: the driver sees EOF as soon as the child is gone
-        self.conn = receive
-
-    @staticmethod
-    def wait_any(workers: list["_Worker"]) -> list["_Worker"]:
-        """Block until some workers have sent their records or ended; collect those."""
-        from multiprocessing.connection import wait
-
-        ready = wait([w.conn for w in workers] + [w.process.sentinel for w in workers])
-        done = [w for w in workers if w.conn in ready or w.process.sentinel in ready]
-        for w in done:
-            w.collect()
-        return done
-
-    def collect(self) -> None:
-        """Receive the records (before joining: checkpoints are larger than a pipe's buffer),
-        then reap the process; a process that sent nothing makes the group lost."""
-        try:
-            sent = self.conn.recv()
-        except (EOFError, OSError):  # ended (or closed its pipe) before sending everything
-            sent = None
-        self.conn.close()
-        self.process.join(self.JOIN_SECONDS)
-        if self.process.exitcode is None:  # sent, or closed its pipe, yet still running
-            self.process.kill()
-            self.process.join()
-        pid, code = self.process.pid, self.process.exitcode
-        self.process.close()
-        self.reaped = True
-        if isinstance(sent, list):
-            self.records = sent
-            return
-        why = f"raised {sent}" if isinstance(sent, str) else f"died ({_exit_description(code)})"
-        self.records = lost_records(self.config_dicts, self.sweep, f"worker process {pid} {why}",
-                                    self.started)
-
-    def stop(self) -> None:
-        """Terminate the process (its group is abandoned) and reap it."""
-        if self.reaped:
-            return
-        if self.process.exitcode is None:
-            self.process.terminate()
-            self.process.join(self.JOIN_SECONDS)
-            if self.process.exitcode is None:
-                self.process.kill()
-                self.process.join()
-        self.conn.close()
-
-
-def _exit_description(code: int | None) -> str:
-    """``SIGKILL`` for a process killed by a signal, ``exit code N`` otherwise."""
-    if code is not None and code < 0:
-        try:
-            return signal.Signals(-code).name
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
-
-
-def _work(conn, config_dicts: list[dict], sweep: str, threads: int, branch: int | None,
-          device: str, progress_dir: str | None, every: float) -> None:
-    """A worker process's whole life: follow the driver, set up, train one group, send its
-    records (or, for an error outside training, its one-line description) and end."""
-    # Ctrl-C in a terminal reaches every process of the foreground group: the driver alone
-    # decides, and terminates the workers (run_pool)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    exit_with_driver()
-    init_worker(threads, branch)
-    try:
-        sent = train_records(config_dicts, sweep, device, progress_dir, every)
-    except Exception as e:  # noqa: BLE001 - outside training: the group is lost, the sweep goes on
-        log.exception("worker process %d: %s", os.getpid(), describe(config_dicts[0]))
-        sent = f"{type(e).__name__}: {e}"
-    conn.send(sent)
-    conn.close()

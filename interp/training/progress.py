@@ -159,8 +159,6 @@ def check(ens, tensors: dict[str, torch.Tensor], meta) -> None:
     seconds), then every tensor (names, shapes, dtypes, Adam's step counts, finite values):
     a file that passes can be restored without any step failing halfway.
     """
-    import torch
-
     if not isinstance(meta, dict):
         raise ValueError(f"its metadata is a {type(meta).__name__}, not an object")
     missing = {"configs", "t", "steps", "last", "status", "active", "curves", "batched",
@@ -171,7 +169,7 @@ def check(ens, tensors: dict[str, torch.Tensor], meta) -> None:
     S = len(configs)
     if not isinstance(meta["configs"], list) or len(meta["configs"]) != S:
         raise ValueError(f"it holds {_len(meta['configs'])} seeds' configs; this group has {S}")
-    if meta["configs"] != configs:
+    if [_filled(c) for c in meta["configs"]] != configs:  # a file from before a field existed still fits
         raise ValueError("it holds other configs than this group's")
     t, max_steps = meta["t"], ens.cfg.max_steps
     if not _int(t) or not 0 <= t <= max_steps:
@@ -216,7 +214,15 @@ def check(ens, tensors: dict[str, torch.Tensor], meta) -> None:
             raise ValueError(f"its {key} seconds {meta[key]!r} are not a finite number >= 0")
     if not isinstance(meta.get("machine"), (dict, type(None))):
         raise ValueError(f"its machine {meta['machine']!r:.80} is not an object")
+    _check_tensors(ens, tensors, steps)
 
+
+def _check_tensors(ens, tensors: dict[str, torch.Tensor], steps: list[int]) -> None:
+    """The tensor half of :func:`check`: names, shapes, dtypes, Adam's step counts (one per
+    seed's trained steps), generator states, finite values."""
+    import torch
+
+    S = len(ens.configs)
     params = {f"model.{s}.{name}": p for s, model in enumerate(ens.models)
               for name, p in model.named_parameters()}
     flat = [p for group in ens.opt.param_groups for p in group["params"]]
@@ -259,6 +265,16 @@ def check(ens, tensors: dict[str, torch.Tensor], meta) -> None:
             raise ValueError(f"its Adam state of parameter {i} has {sorted(names)}; expected {list(ADAM_KEYS)}")
     if any(f"generator.{s}" not in tensors for s in range(S)):
         raise ValueError("it lacks a data generator's state")
+
+
+def _filled(config) -> dict | None:
+    """A stored config dict with the fields added since it was written at their defaults."""
+    from interp.training.runs import TrainConfig
+
+    try:
+        return TrainConfig.from_dict(config).to_dict()
+    except (TypeError, ValueError):
+        return None
 
 
 def _len(x) -> str:

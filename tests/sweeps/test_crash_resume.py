@@ -7,7 +7,8 @@ group (driver, forkserver, pool workers): nothing gets to clean up, and the Driv
 flock) dies with the driver. The resume and the reference run in-process pools (--workers 1),
 which give the pool's bits (tests/sweeps/test_sweeps.py). Independent
 reference: the same command run uninterrupted into another store (a subprocess too, so that
-its MKL mode, set by the CLI before torch starts, is the same; see interp.training.fast_train).
+its MKL mode, set by the CLI before torch starts, is the same; see interp.training.fast_train),
+run once for the module (:func:`reference`) and compared with by every test that resumes.
 """
 
 from __future__ import annotations
@@ -94,8 +95,30 @@ def _to_completion(proc: subprocess.Popen, timeout: float = 300) -> str:
     return out
 
 
-@pytest.mark.parametrize("kill_after", [1, 3])  # 3: between two rows of the same group's commit
-def test_sigkilled_sweep_resumes_to_the_uninterrupted_store(tmp_path, kill_after):
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The rows of SWEEP run uninterrupted (`interp sweep --workers 1`), indexed by name."""
+    folder = make_sweep(tmp_path_factory.mktemp("ref"), SWEEP, name="crash")
+    ref_store = folder.parent / "ref" / "store.sqlite"
+    _to_completion(_interp_sweep(folder, "--workers", "1", "--store", str(ref_store)))
+    return store.read(ref_store).set_index("name").sort_index()
+
+
+def _equals_reference(final, ref) -> None:
+    """``final`` holds the reference's runs with the same numbers, curves and weights."""
+    final = final.sort_index()
+    assert list(final.index) == list(ref.index)
+    for col in COMPARED:
+        assert list(final[col]) == list(ref[col]), col
+    assert [s["model.safetensors"] for s in final["checksums"]] == [
+        s["model.safetensors"] for s in ref["checksums"]]
+
+
+def test_sigkilled_sweep_resumes_to_the_uninterrupted_store(tmp_path, reference):
+    """Killed once 3 rows are in: the first short group stored whole, the second (one
+    transaction per row) stored in part or whole, the long groups training. (A kill after the
+    first row went the same way: one case of a kill between commits is enough.)"""
+    kill_after = 3
     folder = make_sweep(tmp_path, SWEEP, name="crash")
     sw = sweeps.load(folder)
     path = sw.default_store
@@ -132,31 +155,26 @@ def test_sigkilled_sweep_resumes_to_the_uninterrupted_store(tmp_path, kill_after
                                               "files": 2 * len(sw.configs)}
     ckpts = sorted(p.name for p in (path.parent / "checkpoints").iterdir())
     assert ckpts == sorted(final.index)  # no stray partial (.tmp/.old) or orphan folders
-
-    ref_store = tmp_path / "ref" / "store.sqlite"  # the same command, never killed
-    _to_completion(_interp_sweep(folder, "--workers", "1", "--store", str(ref_store)))
-    ref = store.read(ref_store).set_index("name").sort_index()
-    final = final.sort_index()
-    assert list(final.index) == list(ref.index)
-    for col in COMPARED:
-        assert list(final[col]) == list(ref[col]), col
-    assert [s["model.safetensors"] for s in final["checksums"]] == [
-        s["model.safetensors"] for s in ref["checksums"]]
+    _equals_reference(final, reference)  # the same command, never killed
 
 
-def test_sigkilled_sweep_goes_on_from_its_progress_files(tmp_path):
+def test_sigkilled_sweep_goes_on_from_its_progress_files(tmp_path, reference):
     """Killed while a long group trains with progress saving on (every 0.05 s, so the kill can
     land mid-save): the next sweep resumes that group from its file, and the store ends equal
     to the uninterrupted sweep's, weights included."""
     folder = make_sweep(tmp_path, SWEEP, name="crash")
-    path = sweeps.load(folder).default_store
+    sw = sweeps.load(folder)
+    path = sw.default_store
     saves = progress.folder(path)
+    long = {progress.group_id([c.name() for c in g]) for g in sweeps.group_by_seed(sw.configs)
+            if g[0].max_steps == 300}
     with open(tmp_path / "killed.err", "w") as err:
         proc = _interp_sweep(folder, "--workers", "2", "--save-every", "0.05", stderr=err)
         try:
-            _wait_for(lambda: saves.is_dir() and any(saves.glob("*.safetensors")), proc,
-                      tmp_path / "killed.err", "no progress file")
-            time.sleep(0.3)  # a few more saves, one may be under way
+            # a long group's file: a short group's may be gone (committed) by the kill
+            _wait_for(lambda: saves.is_dir() and any((saves / f"{i}.safetensors").exists() for i in long),
+                      proc, tmp_path / "killed.err", "no progress file of a long group")
+            time.sleep(0.15)  # a few more saves, one may be under way
         finally:
             _kill_group(proc)
     assert proc.returncode == -signal.SIGKILL
@@ -176,15 +194,7 @@ def test_sigkilled_sweep_goes_on_from_its_progress_files(tmp_path):
     for group in ids:  # each saved group went on from its file, not from step 0
         assert re.search(rf"resumed group {group} at step [1-9]", resumed.stderr), resumed.stderr[-2000:]
     assert list(saves.iterdir()) == []  # resumed groups' files deleted, stray temporaries gone
-    ref_store = tmp_path / "ref" / "store.sqlite"
-    _to_completion(_interp_sweep(folder, "--workers", "1", "--store", str(ref_store), "--save-every", "0"))
-    final = store.read(path).set_index("name").sort_index()
-    ref = store.read(ref_store).set_index("name").sort_index()
-    assert list(final.index) == list(ref.index)
-    for col in COMPARED:
-        assert list(final[col]) == list(ref[col]), col
-    assert [s["model.safetensors"] for s in final["checksums"]] == [
-        s["model.safetensors"] for s in ref["checksums"]]
+    _equals_reference(store.read(path).set_index("name"), reference)
 
 
 def test_sigterm_stops_the_sweep_and_its_workers(tmp_path):

@@ -232,7 +232,7 @@ def test_a_killed_driver_leaves_no_loading_process_behind(tmp_path):
     pid_file = tmp_path / "pid"
     folder = folder_with(tmp_path, f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
                                    "while True:\n    pass\n")
-    driver = subprocess.Popen([sys.executable, "-c", "import sys\nfrom interp.training import sweeps\n"
+    driver = subprocess.Popen([sys.executable, "-c", "import sys\nfrom interp.sweeps import driver as sweeps\n"
                                f"sweeps.load({str(folder)!r})\n"],
                               env={**os.environ, "PYTHONPATH": str(Path(sweeps.__file__).parents[2])})
     try:
@@ -249,6 +249,64 @@ def test_a_killed_driver_leaves_no_loading_process_behind(tmp_path):
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _alive(child)
+
+
+@pytest.fixture
+def fresh_helper():
+    """Each use starts a new helper (the module's is ended first) and ends it afterwards."""
+    from interp.sweeps import loader
+
+    loader._LOADER.close()
+    yield loader
+    loader._LOADER.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the helper is forked on Linux")
+def test_the_forked_helper_holds_no_file_of_the_driver(tmp_path, fresh_helper, capfd):
+    """The helper is a fork of the driver: it must not keep the driver's files open (a driver
+    lock it held would outlive the driver), and what configs.py prints goes to stderr, as in a
+    fresh interpreter."""
+    import fcntl
+
+    from interp.sweeps import store
+
+    held = tmp_path / "held"
+    held.mkdir()
+    with store.DriverLock(held / "store.sqlite"), open(tmp_path / "open.txt", "w"):
+        assert fresh_helper._FORK
+        sw = sweeps.load(folder_with(tmp_path, ONE + "print('to stderr')\n"))
+        assert len(sw.configs) == 2
+        helper_pid = fresh_helper._LOADER.proc.pid
+        targets = [os.readlink(f"/proc/{helper_pid}/fd/{fd}") for fd in os.listdir(f"/proc/{helper_pid}/fd")
+                   if int(fd) > 2]  # 0: requests; 1 and 2: the driver's stderr
+    assert not [t for t in targets if str(tmp_path) in t], targets
+    assert not [t for t in targets if not t.startswith(("pipe:", "/dev/null"))], targets
+    fd = os.open(held, os.O_RDONLY | os.O_DIRECTORY)  # the driver's lock died with its holder
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
+    said, deadline = "", time.monotonic() + 10  # the child may flush after it has answered
+    while "to stderr" not in said and time.monotonic() < deadline:
+        out, err = capfd.readouterr()
+        assert "to stderr" not in out
+        said += err
+        time.sleep(0.05)
+    assert "to stderr" in said
+
+
+@pytest.mark.slow  # the fresh interpreter imports the trainer (~10 s on 2 busy cores)
+def test_a_fresh_interpreter_helper_loads_and_stops_a_hang_too(tmp_path, fresh_helper, monkeypatch):
+    """Where the helper cannot be forked (not Linux) it is a fresh interpreter: it loads a
+    good folder, and a hanging configs.py is stopped at the timeout, the helper carrying on."""
+    monkeypatch.setattr(fresh_helper, "_FORK", False)
+    fresh_helper.warm_loader()
+    assert isinstance(fresh_helper._LOADER.proc, subprocess.Popen)
+    assert len(sweeps.load(folder_with(tmp_path, ONE)).configs) == 2
+    with pytest.raises(ValueError, match="did not finish loading within 2 s"):
+        sweeps.load(folder_with(tmp_path, "while True:\n    pass\n", "hang"), timeout=2)
+    assert len(sweeps.load(folder_with(tmp_path, ONE, "after")).configs) == 2
+    assert isinstance(fresh_helper._LOADER.proc, subprocess.Popen)
 
 
 def _alive(pid: int) -> bool:

@@ -5,8 +5,10 @@ per tensor, far over the 2 MB huge-page threshold and glibc's 32 MB mmap thresho
 same bits with and without them, under the MKL mode the CLI sets; and each really takes effect
 (far fewer page faults in three training steps).
 
-Independent reference: the same training in a process with neither. Each side runs in its own
-subprocess because torch reads the variable once, at its first allocation.
+Independent reference: the same training in a process with neither. Huge pages need a process
+of their own (torch reads the variable once, at its first allocation); glibc's setting can be
+turned on mid-process, so the huge-pages process trains the group a second time after turning it
+on: two subprocesses give the three sides.
 """
 
 from __future__ import annotations
@@ -22,31 +24,42 @@ SCRIPT = """
 import hashlib, resource, sys, torch
 from interp.training import fast_train, machine
 from interp.training.trainer import TrainConfig
-kept = machine.keep_freed_memory() if sys.argv[1] == "keep" else False
 torch.set_num_threads(1)
 configs = [TrainConfig(case=5, n=10, d_token=16, pos_embed="learned", n_layers=2, d_mlp=2048,
                        seed=s, max_steps=4, stop_loss=0.0, eval_batches=1) for s in (0, 1)]
-ens = fast_train.Ensemble(configs)
-ens.step()
-faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-while not ens.done:
+
+def side():
+    ens = fast_train.Ensemble(configs)
     ens.step()
-faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
-digest = hashlib.sha256()
-for m in ens.models:
-    for p in m.parameters():
-        digest.update(p.detach().numpy().tobytes())
-print(digest.hexdigest(), repr(ens.last), faults, kept, sep="|")
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    while not ens.done:
+        ens.step()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    digest = hashlib.sha256()
+    for m in ens.models:
+        for p in m.parameters():
+            digest.update(p.detach().numpy().tobytes())
+    return digest.hexdigest(), repr(ens.last), faults
+
+print(*side(), False, sep="|")
+if sys.argv[1] == "then-keep":  # the same training again, glibc now keeping freed memory
+    kept = machine.keep_freed_memory()
+    print(*side(), kept, sep="|")
 """
 
 
-def _train(thp: str, keep: bool) -> dict:
+def _train(thp: str, then_keep: bool) -> list[dict]:
+    """One side per line the script prints: its bits, page faults, and whether glibc kept
+    freed memory."""
     env = {**os.environ, "MKL_CBWR": "AUTO", "THP_MEM_ALLOC_ENABLE": thp}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, "keep" if keep else "plain"], env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", SCRIPT, "then-keep" if then_keep else "once"],
+                         env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    digest, losses, faults, kept = out.stdout.strip().split("|")
-    return dict(bits=(digest, losses), faults=int(faults), kept=kept == "True")
+    sides = []
+    for line in out.stdout.strip().splitlines():
+        digest, losses, faults, kept = line.split("|")
+        sides.append(dict(bits=(digest, losses), faults=int(faults), kept=kept == "True"))
+    return sides
 
 
 def _thp_possible() -> bool:
@@ -56,7 +69,9 @@ def _thp_possible() -> bool:
 
 @pytest.fixture(scope="module")
 def sides() -> dict:
-    return {"plain": _train("0", False), "huge": _train("1", False), "both": _train("1", True)}
+    (plain,) = _train("0", then_keep=False)
+    huge, both = _train("1", then_keep=True)
+    return {"plain": plain, "huge": huge, "both": both}
 
 
 def test_memory_placement_changes_no_bits(sides):

@@ -13,8 +13,6 @@ import os
 import resource
 import shutil
 import sqlite3
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -157,25 +155,30 @@ def test_a_full_disk_leaves_report_and_violins_as_they_were(sweep, monkeypatch):
     assert _leftovers(sweep.root) == []
 
 
-def test_a_file_size_limit_mid_report_leaves_both_files_byte_identical(sweep):
+def test_a_file_size_limit_mid_report_leaves_both_files_byte_identical(sweep, capsys):
     """A real fault: `interp report` under RLIMIT_FSIZE, big enough for report.md, too small for
-    violins.png (the old code wrote the new report.md and a truncated violins.png)."""
+    violins.png (the old code wrote the new report.md and a truncated violins.png). The limit is
+    this process's own soft limit, for the one command (Python ignores SIGXFSZ, so a write past
+    it fails with EFBIG as in a limited subprocess), restored after it."""
+    from interp import cli
+
     written = report.write(sweep)
     old = {p: p.read_bytes() for p in (written.markdown, written.violins)}
     limit = 3 * len(old[written.markdown])
     assert limit < len(old[written.violins])
     _change(sweep)
-
-    def limited():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    proc = subprocess.run([sys.executable, "-m", "interp", "report", str(sweep.root)],
-                          capture_output=True, text=True, preexec_fn=limited, cwd=sweep.root,
-                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, timeout=120)
-    assert proc.returncode == 2, proc.stderr
+    capsys.readouterr()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        code = cli.main(["report", str(sweep.root)])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    err = capsys.readouterr().err
+    assert code == 2, err
     assert {p: p.read_bytes() for p in old} == old  # no new report.md beside an old figure
-    assert proc.stderr.startswith(f"interp report: error: {written.violins}: ")
-    assert "file-size limit" in proc.stderr and proc.stderr.count("\n") == 1
+    assert err.startswith(f"interp report: error: {written.violins}: ")
+    assert "file-size limit" in err and err.count("\n") == 1
     assert _leftovers(sweep.root) == []
 
 

@@ -19,7 +19,7 @@ import torch
 from interp.training import fast_train, progress, trainer as training
 from interp.sweeps import driver as sweeps
 from interp.training.trainer import TrainConfig
-from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
+from sweeps.test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
 
 
 def _group(**kw) -> list[TrainConfig]:
@@ -173,7 +173,7 @@ def test_bad_progress_settings_are_refused_before_anything_is_written(tmp_path):
             sweeps.run_sweep(sweeps.load(folder), store=store_path, save_every=bad)
     assert not store_path.parent.exists()
     with pytest.raises(ValueError, match="engine='fast'"):
-        training.train_group(_group(max_steps=2), engine="reference", progress=tmp_path / "p")
+        training.train_group(_group(max_steps=2), engine="reference", state_file=tmp_path / "p")
     with pytest.raises(ValueError, match="every"):
         training.train_group(_group(max_steps=2), every=-3)
 
@@ -212,3 +212,35 @@ def test_a_file_that_does_not_fit_changes_nothing(tmp_path):
         progress.restore(fresh, tensors, meta)
     after = [p for m in fresh.models for p in m.parameters()]
     assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True)) and fresh.t == 0
+
+
+def test_a_file_saved_before_the_newer_spec_fields_still_resumes(tmp_path):
+    """Configs stored without the fields added since (attn_bias, W_O, residual, ...) are read
+    with those fields at their defaults: the group goes on from the file, same bits."""
+    from safetensors.torch import load_file, save_file
+
+    configs = _group(max_steps=12)
+    straight = _run(fast_train.Ensemble(configs))
+    first = fast_train.Ensemble(configs)
+    for _ in range(5):
+        first.step()
+    path = tmp_path / "g.safetensors"
+    progress.save(first, path)
+    tensors = load_file(str(path))
+    meta = json.loads(safe_open_meta(path)[progress.META_KEY])
+    new_fields = ("mlp", "attn_bias", "unembed_bias", "W_O", "residual")
+    assert all(f in meta["configs"][0] for f in new_fields)
+    meta["configs"] = [{k: v for k, v in c.items() if k not in new_fields} for c in meta["configs"]]
+    meta_json = json.dumps(meta)
+    save_file(tensors, str(path), metadata={progress.META_KEY: meta_json,
+                                             progress.SUM_KEY: progress.digest(tensors, meta_json)})
+    resumed = fast_train.Ensemble(configs)
+    assert progress.resume(resumed, path) and resumed.t == 5
+    _same_state(straight, _run(resumed))
+
+
+def safe_open_meta(path) -> dict:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return f.metadata()

@@ -32,7 +32,7 @@ from safetensors.torch import save_file
 from interp.training import checkpoints, fast_train, progress, trainer
 from interp.sweeps import store, driver as sweeps, workers
 from interp.training.trainer import TrainConfig
-from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
+from sweeps.test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conftest)
 
 
 def _group(**kw) -> list[TrainConfig]:

@@ -1,0 +1,201 @@
+"""Reading a results store, writing nothing: :func:`read` (the ``runs`` table as a DataFrame,
+every row verified), :func:`read_sweeps` (the ``sweeps`` log), :func:`verify` (the row
+checksums, and with ``files=True`` the checkpoint files) and :func:`checkpoint_problems`.
+
+Each first recognises the file (:func:`interp.sweeps.store_schema.identify`), then reads in one
+snapshot; the formats are :mod:`interp.sweeps.store_schema`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from interp.sweeps.store_files import check_header, sha256, sqlite_uri
+from interp.sweeps.store_schema import (
+    APPLICATION_ID, DIGEST_COLUMN, EXTRA_COLUMNS, EXTRA_DIGEST, RUN_COLUMNS, SWEEP_COLUMNS,
+    _not_a_store, extra_digest, identify, row_digest,
+)
+
+
+def _connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
+    """A read-only connection to the store at ``path``, recognised (:func:`identify`) first."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no results store at {path}; run `interp sweep` first")
+    check_header(path)
+    kind = identify(path)
+    if kind is None:
+        raise ValueError(f"{path} holds a write left unfinished by a killed driver ({path}-journal); "
+                         "rerun `interp sweep` on it, which rolls it back, then read it")
+    if kind == "new":
+        raise ValueError(f"{path} is not a results store yet: an SQLite file without tables")
+    return sqlite3.connect(sqlite_uri(path, "ro"), uri=True)
+
+
+def _verify_rows(db: sqlite3.Connection, path: Path, *, files: bool) -> dict[str, int]:
+    present = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+    later = [c if c in present else "NULL" for c in (DIGEST_COLUMN, *EXTRA_COLUMNS, EXTRA_DIGEST)]
+    counts = {"verified": 0, "unverified": 0, "files": 0}
+    sealed, strict = _sealed(db, "runs", present)
+    query = f"SELECT {', '.join(RUN_COLUMNS)}, {', '.join(later)} FROM runs ORDER BY rowid"
+    n = len(RUN_COLUMNS)
+    for row in db.execute(query):
+        values, stored, extra, stored_extra = row[:n], row[n], row[n + 1 : -1], row[-1]
+        name = values[0]
+        retrain = f"delete the row (DELETE FROM runs WHERE name='{name}') to retrain it"
+        if stored_extra is None and any(v is not None for v in extra):
+            raise ValueError(f"run {name} in {path} has {', '.join(EXTRA_COLUMNS)} but no "
+                             f"{EXTRA_DIGEST} (edited: this code writes both); {retrain}")
+        if stored_extra is not None and extra_digest(name, extra) != stored_extra:
+            raise ValueError(
+                f"run {name} in {path}: the row does not match its {EXTRA_DIGEST} (edited or "
+                f"corrupt); {retrain}"
+            )
+        if stored is None and (sealed or strict):
+            raise ValueError(f"run {name} in {path} has no {DIGEST_COLUMN} "
+                             f"{_others(sealed)} (edited: a row written by this code "
+                             f"always has one); {retrain}")
+        if stored is None:
+            counts["unverified"] += 1
+        elif row_digest(values) != stored:
+            raise ValueError(
+                f"run {name} in {path}: the row does not match its row_sha256 (edited or "
+                f"corrupt); delete the row (DELETE FROM runs WHERE name='{name}') to retrain it"
+            )
+        else:
+            counts["verified"] += 1
+        if files:
+            problem = _checkpoint_problem(path, values)
+            if problem is not None:
+                raise ValueError(f"run {name} in {path}: {problem}")
+            counts["files"] += len(json.loads(values[RUN_COLUMNS.index("checksums")] or "{}"))
+    return counts
+
+
+def _sealed(db: sqlite3.Connection, table: str, present: set[str]) -> tuple[int, bool]:
+    """How many rows of ``table`` have a digest, and whether every row must have one (a store
+    that this code has opened for writing: it sealed any older rows then)."""
+    sealed = db.execute(f"SELECT count({DIGEST_COLUMN}) FROM {table}").fetchone()[0] \
+        if DIGEST_COLUMN in present else 0
+    return sealed, db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+
+
+def _others(sealed: int) -> str:
+    return (f"while {sealed} other row(s) have one" if sealed
+            else "though a driver of this interp, which seals every row, has opened the store")
+
+
+def _checkpoint_problem(path: Path, values) -> str | None:
+    """What is wrong with one row's checkpoint files (None: every file hashes as stored)."""
+    ckpt, sums = values[RUN_COLUMNS.index("checkpoint")], values[RUN_COLUMNS.index("checksums")]
+    if not ckpt:
+        return None
+    folder = Path(path).resolve().parent / ckpt
+    if not folder.is_dir():
+        return f"checkpoint folder {folder} is missing"
+    for fname, expected in json.loads(sums or "{}").items():
+        f = folder / fname
+        if not f.is_file():
+            return f"checkpoint file {f} is missing"
+        if sha256(f.read_bytes()) != expected:
+            return f"checkpoint file {f} is truncated or corrupt (its sha256 differs from the store's)"
+    return None
+
+
+def _checkpoint_problems(db: sqlite3.Connection, path: Path) -> dict[str, str]:
+    query = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY rowid"
+    found = {}
+    for values in db.execute(query):
+        problem = _checkpoint_problem(path, values)
+        if problem is not None:
+            found[values[0]] = problem
+    return found
+
+
+def checkpoint_problems(path: str | os.PathLike) -> dict[str, str]:
+    """``{run name: what is wrong}`` for every run whose checkpoint folder or files are missing,
+    truncated or corrupt (hashed against the row's checksums); read-only."""
+    path = Path(path)
+    with closing(_connect_readonly(path)) as db, _not_a_store(path):
+        return _checkpoint_problems(db, path)
+
+
+def verify(path: str | os.PathLike, *, files: bool = False) -> dict[str, int]:
+    """Check every run row of the store at ``path`` against its ``row_sha256``.
+
+    Returns ``{"verified": rows checked, "unverified": rows without a digest (written before
+    the column existed), "files": checkpoint files checked}``. A row whose content does not
+    match raises a ValueError naming the run and the store. With ``files`` each checkpoint
+    file is also hashed against the row's ``checksums`` (a missing, truncated or altered file
+    raises, naming the run and the file).
+    """
+    path = Path(path)
+    with closing(_connect_readonly(path)) as db, _not_a_store(path):
+        db.execute("BEGIN")  # one snapshot for the count of digests and the rows
+        return _verify_rows(db, path, files=files)
+
+
+def read(path: str | os.PathLike, *, expand: bool = True):
+    """The ``runs`` table as a pandas DataFrame, one row per run, every row verified.
+
+    Each row's ``row_sha256`` is checked first (:func:`verify`): an edited or corrupt row
+    raises a ValueError naming the run and the store. Rows of older stores without the
+    digest are read unverified. With ``expand`` the config's fields become columns (``case``, ``n``, ``d_token``, ...;
+    ``seed`` is already one), ``curve`` and ``checksums`` are parsed from JSON, and
+    ``checkpoint`` is an absolute path (or None). Columns newer than the store
+    (:data:`EXTRA_COLUMNS`) read as NaN.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    with closing(_connect_readonly(path)) as db, _not_a_store(path):
+        db.execute("BEGIN")  # one snapshot for the check and the read
+        _verify_rows(db, path, files=False)
+        df = pd.read_sql_query("SELECT * FROM runs ORDER BY rowid", db)
+    for column in EXTRA_COLUMNS:  # a store no driver has opened since the column was added
+        if column not in df.columns:
+            df[column] = float("nan")
+    if not expand or df.empty:
+        return df
+    configs = pd.DataFrame([json.loads(c) for c in df["config"]], index=df.index)
+    configs = configs.drop(columns=[c for c in configs.columns if c in df.columns])
+    df = pd.concat([df, configs], axis=1)
+    root = path.resolve().parent
+
+    def column(values):  # object dtype keeps None as None (pandas would make it NaN)
+        return pd.Series(values, index=df.index, dtype=object)
+
+    df["curve"] = column([json.loads(c) if _text(c) else [] for c in df["curve"]])
+    df["checksums"] = column([json.loads(c) if _text(c) else None for c in df["checksums"]])
+    df["checkpoint"] = column([str(root / c) if _text(c) else None for c in df["checkpoint"]])
+    return df
+
+
+def _text(x) -> bool:
+    """A non-empty string (pandas turns SQL NULLs into None or NaN)."""
+    return isinstance(x, str) and bool(x)
+
+
+def read_sweeps(path: str | os.PathLike):
+    """The ``sweeps`` table (one row per ``interp sweep`` invocation) as a DataFrame."""
+    import pandas as pd
+
+    with closing(_connect_readonly(path)) as db, _not_a_store(path):
+        db.execute("BEGIN")  # one snapshot for the check and the read
+        db.execute("SELECT id FROM sweeps LIMIT 1")  # a clear error before pandas wraps it
+        present = {row[1] for row in db.execute("PRAGMA table_info(sweeps)")}
+        sealed, strict = _sealed(db, "sweeps", present)
+        if DIGEST_COLUMN in present:
+            query = f"SELECT {', '.join(SWEEP_COLUMNS)}, {DIGEST_COLUMN} FROM sweeps ORDER BY id"
+            for *values, stored in db.execute(query):
+                if stored is None and (sealed or strict):
+                    raise ValueError(f"sweep log row {values[0]} in {path} has no {DIGEST_COLUMN} "
+                                     f"{_others(sealed)} (edited)")
+                if stored is not None and row_digest(values, SWEEP_COLUMNS) != stored:
+                    raise ValueError(f"sweep log row {values[0]} in {path} does not match its "
+                                     f"{DIGEST_COLUMN} (edited or corrupt)")
+        return pd.read_sql_query("SELECT * FROM sweeps ORDER BY id", db)
