@@ -1,8 +1,15 @@
 """The tasks, the models and the constructions: everything else builds on these.
 
-* :mod:`~interp.core.tasks` - the five presentations' token layout, sampling, plain-Python
-  reference evaluator (:func:`~interp.core.tasks.evaluate`).
-* :mod:`~interp.core.models` - ``HookedTransformer`` models for a task (pair embeddings, no PE).
+* :mod:`~interp.core.tasks` - the five presentations as :class:`~interp.core.tasks.Task`
+  objects (``tasks.get(case)``, ``model.task``): token layout, sampling, plain-Python reference
+  evaluator (:func:`~interp.core.tasks.evaluate`), the paper's construction of each.
+* :mod:`~interp.core.layouts` - the three token layouts a task is one of.
+* :mod:`~interp.core.models` - ``ModelSpec`` (every architecture choice, validated once) and the
+  ``HookedTransformer`` built from it (``build_model``, ``from_spec``; ``model.spec``); its
+  parts: :mod:`~interp.core.pairs` (the pair embedding of cases 2-3), :mod:`~interp.core.inits`
+  (the initialisation families), :mod:`~interp.core.residual` (residual="embed" as hooks);
+  :mod:`~interp.core.roundtrip` takes a model's weights out to a plain ``HookedTransformer``
+  and back (``from_state_dict``, with what a state dict does not hold).
 * :mod:`~interp.core.tokens` - the task tokenizer (``to_str_tokens``) and the input check that
   every model carries.
 * :mod:`~interp.core.attention` - leftmost/rightmost/average/softmax attention as permanent

@@ -1,7 +1,10 @@
 """The paper's hard-attention constructions, loaded exactly into HookedTransformers.
 
 ``build(case, n)`` returns the same class of model that training produces (same hook names,
-same token layout), with analytic weights and the attention mode installed as permanent hooks.
+same token layout, ``model.task``), with analytic weights and the attention mode installed as
+permanent hooks. Each construction is one ``make_*(task, n, dtype)`` that registers itself as its
+tasks' ``"paper"`` builder (:func:`interp.core.tasks.register_builder`, tracr-style); ``build``
+looks it up there, so a presentation's construction is found from its task.
 
 Notation. ``cs_N(k) = [cos(2 pi k / N), sin(2 pi k / N)]``: the integer k on the unit circle.
 For j != k in [N], ``cs_N(j) . cs_N(k) <= cos(2 pi / N) = 1 - 2 pi^2/N^2 + ...``, so O(log N)
@@ -39,7 +42,7 @@ import math
 import torch
 
 from interp.core import attention as attention_modes
-from interp.core import models
+from interp.core import models, tasks
 from interp.core.limits import DTYPES, EXACT_UP_TO, check_buildable, default_layers  # noqa: F401 - re-exported
 
 # Residual-stream coordinates, named by what they hold (d_model = 4 in cases 1-4, 7 in case 5).
@@ -78,7 +81,8 @@ def _eye_cols(d_model: int, rows: list[int], d_head: int, cols: list[int] | None
     return W
 
 
-def _case_2_3(n: int, dtype: torch.dtype):
+@tasks.register_builder("paper", 2, 3)
+def make_same_position(task: tasks.Task, n: int, dtype: torch.dtype):
     """Theorem 3.1 (cases 2 and 3): same position, ordered or permuted keys.
 
     Embedding (pair token k*n + v and query token n*n + i*, no positional embedding):
@@ -93,8 +97,8 @@ def _case_2_3(n: int, dtype: torch.dtype):
     query, so resid = [cs(i*), cs(f(i*))]; W_U column u = [0, 0, cs_n(u)] gives
     logit_u = cos(theta(u) - theta(f(i*))), maximal exactly at u = f(i*).
     """
-    cfg = models.make_config(3, n, 4, 1, d_head=2, dtype=dtype)
-    model = models.new_model(cfg)
+    cfg = models.make_config(task.case, n, 4, 1, d_head=2, dtype=dtype)
+    model = models.new_model(cfg, task.case)
     _zero_biases(model)
     key_table = cs(torch.arange(n), n)
     models.tie_pair_embedding(model, n)
@@ -114,7 +118,8 @@ def _case_2_3(n: int, dtype: torch.dtype):
     return model
 
 
-def _case_1(n: int, dtype: torch.dtype):
+@tasks.register_builder("paper", 1)
+def make_no_keys(task: tasks.Task, n: int, dtype: torch.dtype):
     """Theorem 3.2 (case 1): no keys, positions carry the key. N = n + 1 angles.
 
     w(v) = [cs_N(v), 0, 0],   p(i) = [0, 0, cs_N(i)] for i in [n + 1].
@@ -127,8 +132,8 @@ def _case_1(n: int, dtype: torch.dtype):
     W_U column u = [cs_N(u), 0, 0] (the paper's U, without the unused row n).
     """
     N = n + 1
-    cfg = models.make_config(1, n, 4, 1, d_head=2, dtype=dtype)
-    model = models.new_model(cfg)
+    cfg = models.make_config(task.case, n, 4, 1, d_head=2, dtype=dtype)
+    model = models.new_model(cfg, task.case)
     _zero_biases(model)
     W_E = torch.zeros(n, 4, dtype=torch.float64)
     W_E[:, TOKEN] = cs(torch.arange(n), N)
@@ -147,7 +152,8 @@ def _case_1(n: int, dtype: torch.dtype):
     return model
 
 
-def _case_4(n: int, dtype: torch.dtype):
+@tasks.register_builder("paper", 4)
+def make_consecutive_ordered(task: tasks.Task, n: int, dtype: torch.dtype):
     """Theorem 3.3 (case 4): consecutive positions, ordered keys. N = n angles.
 
     w(x) = [cs_n(x), 0, 0];  p(2k) = 0,  p(2k+1) = [0, 0, cs_n(k)],  p(2n) = 0.
@@ -157,8 +163,8 @@ def _case_4(n: int, dtype: torch.dtype):
     W_V = coords 0-1 (the value f(i*)); W_O writes it to coords 2-3, which are 0 at the query
     (p(2n) = 0), so resid = [cs(i*), cs(f(i*))]; W_U column u = [0, 0, cs_n(u)].
     """
-    cfg = models.make_config(4, n, 4, 1, d_head=2, dtype=dtype)
-    model = models.new_model(cfg)
+    cfg = models.make_config(task.case, n, 4, 1, d_head=2, dtype=dtype)
+    model = models.new_model(cfg, task.case)
     _zero_biases(model)
     W_E = torch.zeros(n, 4, dtype=torch.float64)
     W_E[:, KEY] = cs(torch.arange(n), n)  # every token, key or value, on the circle
@@ -177,7 +183,8 @@ def _case_4(n: int, dtype: torch.dtype):
     return model
 
 
-def _case_5(n: int, dtype: torch.dtype):
+@tasks.register_builder("paper", 5)
+def make_consecutive_permuted(task: tasks.Task, n: int, dtype: torch.dtype):
     """Theorem 3.8 (appendix, case 5): two layers, d_model 7, d_hid 3. N = n + 1 angles.
 
     w(k) = [cs_N(k), 0, 0, 0, 0, 0];  p(2k) = [0,0,0,0, cs_N(k), -1],  p(2k+1) = [0,0,0,0, cs_N(k), 0]
@@ -193,8 +200,8 @@ def _case_5(n: int, dtype: torch.dtype):
     in layer 2): resid[0:2] = cs(i*) + cs(f(i*)) - cs(i*) = cs(f(i*)). W_U column u = [cs_N(u), 0...].
     """
     N = n + 1
-    cfg = models.make_config(5, n, 7, 2, d_head=3, dtype=dtype)
-    model = models.new_model(cfg)
+    cfg = models.make_config(task.case, n, 7, 2, d_head=3, dtype=dtype)
+    model = models.new_model(cfg, task.case)
     _zero_biases(model)
     W_E = torch.zeros(n, 7, dtype=torch.float64)
     W_E[:, TOKEN] = cs(torch.arange(n), N)
@@ -217,8 +224,6 @@ def _case_5(n: int, dtype: torch.dtype):
     _set(model.unembed.W_U, W_U)
     return model
 
-
-_BUILDERS = {1: _case_1, 2: _case_2_3, 3: _case_2_3, 4: _case_4}
 
 def build(
     case: int,
@@ -245,7 +250,8 @@ def build(
     check_buildable(case, n, dtype, layers=layers, check_precision=check_precision)
     attention_modes.check_mode(attention, beta)
     layers = default_layers(case) if layers is None else layers
-    model = (_case_5 if case == 5 else _BUILDERS[case])(n, dtype)
+    task = tasks.get(case)
+    model = task.builder("paper")(task, n, dtype)
     for p in model.parameters():
         p.requires_grad_(False)
     model.eval()

@@ -3,9 +3,9 @@
 A task model is read only at the last position, so the last attention layer needs only the
 final query: O(batch * pos * d) instead of TransformerLens's O(batch * pos^2 * d). Earlier
 layers (case 5's first layer) run at every position. Every evaluation in the package
-(``verify``, ``precision``, ``temperature``, ``softmax_construction``, ``lower_bounds``, the
-trainers' test accuracy, ``hooks.predictions``) goes through :func:`final_logits`, so two
-tools can never disagree on the same model and input.
+(``verify``, ``precision``, ``temperature``, ``softmax_construction``, ``lower_bounds``,
+``counterexample``, the trainers' test accuracy, ``hooks.predictions``) goes through
+:func:`final_logits`, so two tools can never disagree on the same model and input.
 
 The arithmetic mirrors TransformerLens op for op (``F.linear`` projections as
 ``simple_attn_linear``, ``q @ k / attn_scale`` after the same rearranges, the pattern of
@@ -22,7 +22,10 @@ coordinates W_E writes and W_Q, W_K read are disjoint: case 5's construction att
 only), its pattern is computed once and shared by the batch (``cache`` keeps it across calls).
 
 Supports the models this package builds: no LayerNorm, standard positional embedding,
-bidirectional attention, any number of heads, optionally a ReLU MLP per block. Autograd flows.
+bidirectional attention, any number of heads, optionally a ReLU MLP per block, and every
+``ModelSpec`` choice (read from ``model.spec``: the MLP placement, where mlp="last" skips the
+earlier blocks' zero MLPs, and residual="embed", where block l >= 1 adds its attention output
+to x_0; the fixed tensors are the model's own). Autograd flows.
 Axes follow TransformerLens: ``batch pos d_model``, ``head_index d_head``, ``query_pos key_pos``.
 """
 
@@ -36,7 +39,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.core import attention
+from interp.core import attention, models
 
 
 
@@ -71,6 +74,7 @@ def check_supported(model) -> None:
         )
     if cfg.use_attn_result or cfg.use_split_qkv_input or cfg.use_hook_mlp_in:
         raise ValueError("use_attn_result / use_split_qkv_input / use_hook_mlp_in are not supported")
+    models.check_spec(model)  # a fixed tensor edited, or the residual hook gone: refused by name
 
 
 def project(x: Tensor, W: Tensor, b: Tensor) -> Float[Tensor, "batch pos head_index d_head"]:
@@ -206,9 +210,11 @@ def _final(model, tokens: Tensor, t: Transform, shared: dict) -> Tensor:
     cfg = model.cfg
     L = tokens.shape[1]
     modes = attention.modes(model)
+    mlp_layers = models.mlp_layers(model)
+    embed_residual = getattr(models.spec_of(model), "residual", "stream") == "embed"
     x = t("hook_embed", embed(model, tokens))  # [batch, pos, d_model]
     pos = t("hook_pos_embed", model.pos_embed.W_pos[:L][None])  # [1, pos, d_model]
-    resid = t("blocks.0.hook_resid_pre", x + pos)  # [batch, pos, d_model]
+    resid = x0 = t("blocks.0.hook_resid_pre", x + pos)  # [batch, pos, d_model]
     last = cfg.n_layers - 1
     for layer in range(cfg.n_layers):
         block, name = model.blocks[layer], f"blocks.{layer}"
@@ -219,10 +225,15 @@ def _final(model, tokens: Tensor, t: Transform, shared: dict) -> Tensor:
         w_o = einops.rearrange(block.attn.W_O, "head_index d_head d_model -> d_model (head_index d_head)")
         z_flat = einops.rearrange(z, "batch pos head_index d_head -> batch pos (head_index d_head)")
         attn_out = t(f"{name}.hook_attn_out", F.linear(z_flat, w_o.contiguous(), block.attn.b_O))
+        if embed_residual and layer > 0:  # residual="embed": x_0, not the layer's input
+            x_q = x0[:, -1:] if layer == last else x0
         if cfg.attn_only:
             resid = t(f"{name}.hook_resid_post", x_q + attn_out)
             continue
         mid = t(f"{name}.hook_resid_mid", x_q + attn_out)
+        if not mlp_layers[layer]:  # mlp="last": this block's MLP is fixed at zero, adds 0
+            resid = t(f"{name}.hook_resid_post", mid)
+            continue
         pre = t(f"{name}.mlp.hook_pre", batch_addmm(block.mlp.b_in, block.mlp.W_in, mid))
         post = t(f"{name}.mlp.hook_post", F.relu(pre))
         out = t(f"{name}.hook_mlp_out", batch_addmm(block.mlp.b_out, block.mlp.W_out, post))

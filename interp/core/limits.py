@@ -26,7 +26,8 @@ EXACT_UP_TO: dict[tuple[int, int, torch.dtype], int] = {}
 
 
 def default_layers(case: int) -> int:
-    return 2 if case == 5 else 1
+    """Layers of the paper's construction for ``case`` (:attr:`interp.core.tasks.Task.paper`)."""
+    return tasks.get(case).paper.layers
 
 
 def check_buildable(
@@ -36,20 +37,16 @@ def check_buildable(
     """Raise a ValueError, before any work, when ``build(case, n, dtype=dtype)`` would refuse:
     a bad case, n, dtype or layer count, n beyond the measured limit (with ``check_precision``),
     or weights larger than half of this machine's memory."""
-    tasks.check_case(case)
+    paper = tasks.get(case).paper
     tasks.check_n(n)
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype}; accepted: one of {DTYPES}")
-    layers = default_layers(case) if layers is None else layers
-    if case == 5 and layers == 1:
+    layers = paper.layers if layers is None else layers
+    if layers != paper.layers:
+        why = f" {paper.note}." if paper.note else ""
         raise ValueError(
-            "case 5 with one hard-attention layer has no construction: Theorem 3.6 proves none "
-            "exists for n >= 4 (leftmost, rightmost or average); use layers=2"
-        )
-    if layers != default_layers(case):
-        raise ValueError(
-            f"layers={layers} for case {case}; accepted: {default_layers(case)} (the paper's "
-            "construction)"
+            f"layers={layers} for case {case}; accepted: {paper.layers} (the paper's construction, "
+            f"Theorem {paper.theorem}).{why}"
         )
     limit = EXACT_UP_TO.get((case, layers, dtype))
     if check_precision and limit is not None and n > limit:
@@ -74,9 +71,9 @@ def check_buildable(
 def weight_bytes(case: int, n: int, dtype: torch.dtype = torch.float32) -> int:
     """Bytes of the construction's weights as TransformerLens allocates them (cases 2-3: the
     (n*n + n)-row W_E exists once before the pair tables replace it)."""
-    d_model = 7 if case == 5 else 4
-    rows = tasks.d_vocab(case, n) + tasks.seq_len(case, n) + n  # W_E, W_pos, W_U
-    return rows * d_model * torch.finfo(dtype).bits // 8
+    task = tasks.get(case)
+    rows = task.d_vocab(n) + task.seq_len(n) + n  # W_E, W_pos, W_U
+    return rows * task.paper.d_model * torch.finfo(dtype).bits // 8
 
 
 #: The largest value the paper's sweeps give each field that sets a training step's size
@@ -107,8 +104,8 @@ def train_step_bytes(
     A group of seeds trains stacked, so the total is ``seeds`` times one seed's. The fast
     trainer needs less (it computes the final position only); this bounds both engines.
     """
-    d = 2 * d_token if case in tasks.SAME_POSITION else d_token
-    pos, vocab = tasks.seq_len(case, n), tasks.d_vocab(case, n)
+    task = tasks.get(case)
+    d, pos, vocab = task.d_model(d_token), task.seq_len(n), task.d_vocab(n)
     layer = 4 * d * d + 4 * d + (2 * d * d_mlp + d_mlp + d if d_mlp else 0)
     params = vocab * d + pos * d + n_layers * layer + d * n + n
     acts = n_layers * (6 * batch_size * pos * d + 2 * batch_size * pos * pos
@@ -127,7 +124,7 @@ def check_trainable(config, seeds: int = 1) -> None:
     need = train_step_bytes(config.case, **sizes)
     if not have or need <= have // 2:
         return
-    d_model = 2 * config.d_token if config.case in tasks.SAME_POSITION else config.d_token
+    d_model = tasks.get(config.case).d_model(config.d_token)
 
     def capped(at: dict) -> dict:
         return {f: train_step_bytes(config.case, **{**sizes, f: min(sizes[f], v)}) for f, v in at.items()}

@@ -3,46 +3,47 @@
 Every model here, trained or analytic, is a plain ``transformer_lens.HookedTransformer``:
 one head per layer, bidirectional (no mask), no LayerNorm, residual stream on, ``d_head =
 d_model`` unless a construction asks for the paper's smaller d_hid. By default attention-only
-(no MLP); ``d_mlp > 0`` gives every block a ReLU MLP of that width after its attention (the
-paper's Section 2 "k-layer transformer": k attention layers, any number of MLP layers), i.e.
-TransformerLens's ``attn_only=False, act_fn="relu"``, still without LayerNorm.
+(no MLP); ``d_mlp > 0`` gives every block (``mlp="last"``: the last only) a ReLU MLP of that
+width after its attention (the paper's Section 2 "k-layer transformer": k attention layers,
+any number of MLP layers), i.e. TransformerLens's ``attn_only=False, act_fn="relu"``, still
+without LayerNorm.
 
-Two things TransformerLens has no switch for are done here, and only here:
+Every architectural choice is a field of :class:`ModelSpec` (its docstring tabulates them),
+validated once there; :func:`from_spec` builds the model and attaches the spec
+(``model.spec``), which the evaluator (:mod:`interp.core.forward`), the fast engine, checkpoints
+and run names read. What TransformerLens has no switch for is done here: fixed tensors
+(no positional embedding, no biases, W_O = I, no MLP before the last block) are frozen
+parameters holding their value, the residual form "embed" is a permanent hook, and the pair
+tokens of cases 2 and 3 are a parametrized W_E (:mod:`interp.core.pairs`, re-exported here).
 
-* **No positional embedding**: ``W_pos`` is zeroed and frozen (``requires_grad=False``).
-* **Pair tokens (cases 2 and 3)**: the paper embeds a (key, value) pair as the concatenation
-  ``[key_table[k], value_table[v]]`` (d_model = 2 d_token). We keep two small learned tables,
-  ``embed.parametrizations.W_E.original0`` (key table, [n, d_token]) and ``...original1``
-  (value table, [n, d_token]), and expose their concatenation as ``embed.W_E`` through
-  ``torch.nn.utils.parametrize``; ``hook_embed``, caches and ``model.W_E`` work as usual.
-  The query token ``n*n + i*`` embeds as ``[key_table[i*], 0]``: it carries the target key
-  in the key half and nothing in the value half, as in Theorem 3.1's x_n = [cs(i*), 0].
-  ``model.W_E`` is computed from the tables on every read, so a write into it could change
-  nothing: it raises :class:`ReadOnlyWeightError` instead (``W_E[:] = 0``, ``W_E.data[:] = 0``,
-  ``W_E.zero_()``, ``nn.init.*_``). Assigning a whole matrix, ``model.embed.W_E = M``, writes
-  through to the tables when ``M`` has the pair structure and raises otherwise. Edit
-  :func:`pair_tables`, or take :func:`to_vanilla` (a materialised, plain W_E).
-
-This module and :mod:`interp.core.attention` are the only places that touch TransformerLens
-internals, so a move to ``TransformerBridge`` stays local.
+This module, :mod:`interp.core.pairs`, :mod:`interp.core.inits`, :mod:`interp.core.residual` and
+:mod:`interp.core.attention` are the only places that touch TransformerLens internals, so a
+move to ``TransformerBridge`` stays local.
 """
 
 from __future__ import annotations
 
+import copy
 import warnings
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import torch
-from torch import nn
-from torch.nn.utils import parametrize
 
-from interp.core import tasks
+from interp.core import residual, tasks
+from interp.core.pairs import (  # noqa: F401 - re-exported: models.pair_tables etc.
+    PairEmbedding, ReadOnlyWeightError, has_pair_embedding, pair_tables, tie_pair_embedding,
+)
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=".*HookedTransformer is deprecated.*")
     from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 POS_EMBEDS = ("learned", "none")
+MLPS = ("every", "last")
+W_OS = ("free", "identity")
+RESIDUALS = ("stream", "embed")
+#: initialisation families (``ModelSpec.init``; :mod:`interp.core.inits`)
+INITS = ("gpt2", "pytorch", "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal", "mha")
 
 
 def _quiet(fn, *args, **kwargs):
@@ -52,109 +53,97 @@ def _quiet(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
-class ReadOnlyWeightError(RuntimeError):
-    """A write into a weight that is computed on every read (a pair-token model's W_E)."""
-
-
-_NOT_WRITES = ("requires_grad_", "retain_grad", "share_memory_")
-
-
-class _ComputedWeight(torch.Tensor):
-    """The W_E a pair-token model computes from its tables: reads behave as usual (results are
-    plain tensors, autograd intact); writes raise :class:`ReadOnlyWeightError`, since the
-    next read recomputes W_E and would silently drop them. ``.data`` and ``.detach()`` keep
-    the guard, so ``W_E.data[:] = 0`` raises too."""
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        attr = getattr(getattr(func, "__self__", None), "__name__", "")
-        in_place = name.endswith("_") and not name.startswith("__") and name not in _NOT_WRITES
-        if (name == "__setitem__" or in_place
-                or (name == "__set__" and attr == "data")):
-            raise ReadOnlyWeightError(
-                f"{name}{'' if name != '__set__' else ' of .data'} on W_E of a pair-token model "
-                "(cases 2-3): W_E is computed from the key and value tables on every read, so "
-                "the write would change nothing. Edit the tables: `key, value = "
-                "interp.models.pair_tables(model)` then `with torch.no_grad(): key[3] = ...`; "
-                "or assign a whole pair-structured matrix (`model.embed.W_E = M`); or take "
-                "`interp.models.to_vanilla(model)`, whose W_E is a plain parameter")
-        with torch._C.DisableTorchFunctionSubclass():
-            out = func(*args, **(kwargs or {}))
-        if (name == "__get__" and attr == "data") or name == "detach":
-            return out.as_subclass(cls)
-        return out
-
-
-class PairEmbedding(nn.Module):
-    """W_E[k*n + v] = [key[k], value[v]] for pair tokens; W_E[n*n + i] = [key[i], 0].
-
-    A ``torch.nn.utils.parametrize`` parametrization: the trainable tensors are the key table
-    ``original0`` [n, d_token] and the value table ``original1`` [n, d_token].
-    """
-
-    def __init__(self, n: int):
-        super().__init__()
-        self.n = n
-        self.check_structure = False  # set once registered: the first right_inverse is the init
-
-    def forward(self, key_table: torch.Tensor, value_table: torch.Tensor) -> torch.Tensor:
-        n, d = key_table.shape
-        pairs = torch.cat(
-            [key_table.repeat_interleave(n, dim=0), value_table.repeat(n, 1)], dim=1
-        )  # [n*n, 2 d_token]: row k*n + v
-        queries = torch.cat([key_table, torch.zeros_like(value_table)], dim=1)  # [n, 2 d_token]
-        return torch.cat([pairs, queries], dim=0).as_subclass(_ComputedWeight)  # [d_vocab, d_model]
-
-    def right_inverse(self, W_E: torch.Tensor):
-        """``model.embed.W_E = M``: the tables read off M (rows k*n + 0 and 0*n + v); once
-        registered, M must have the pair structure exactly, or nothing is written."""
-        n = self.n
-        d = W_E.shape[1] // 2
-        key_table = W_E[: n * n : n, :d].detach().clone()  # rows k*n + 0
-        value_table = W_E[:n, d:].detach().clone()  # rows 0*n + v
-        if self.check_structure:
-            with torch._C.DisableTorchFunctionSubclass():
-                rebuilt = self.forward(key_table, value_table)
-                W = torch.as_tensor(W_E).to(rebuilt.dtype)
-            if W.shape != rebuilt.shape:
-                raise ValueError(f"W_E of shape {tuple(W.shape)}; accepted: {tuple(rebuilt.shape)}")
-            bad = (W != rebuilt).any(dim=1).nonzero()
-            if len(bad):
-                raise ValueError(
-                    f"row {int(bad[0])} of the new W_E breaks the pair structure (row k*n + v "
-                    "= [key[k], value[v]], row n*n + i = [key[i], 0]), so it cannot be written "
-                    "to the key and value tables; nothing was written. Edit "
-                    "interp.models.pair_tables(model), or use interp.models.to_vanilla(model)")
-        return key_table, value_table
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Shape of a task model: which presentation, table size and widths."""
+    """Every architectural choice of a task model, each validated here and nowhere else.
+
+    ============  =========================  =========  ==============================================
+    field         accepted                   default    what it chooses
+    ============  =========================  =========  ==============================================
+    case          1..5                       required   the presentation (:mod:`interp.core.tasks`)
+    n             an integer >= 1            required   the table size (d_vocab_out = n)
+    d_token       an integer >= 1            required   a token's width; d_model = 2 d_token in cases 2-3
+    n_layers      1, 2                       1          attention layers: one head, d_head = d_model
+    pos_embed     "learned", "none"          "learned"  "none": W_pos zero and frozen
+    d_mlp         an integer >= 0            0          ReLU MLP width (0: attention-only)
+    mlp           "every", "last"            "every"    MLPs after every attention layer, or the last only
+    attn_bias     True, False                True       False: b_Q, b_K, b_V, b_O zero and frozen
+    unembed_bias  True, False                True       False: b_U zero and frozen
+    W_O           "free", "identity"         "free"     "identity": W_O = I, frozen (one value matrix)
+    residual      "stream", "embed"          "stream"   "embed": resid_mid_l = x_0 + attn_l(x_l)
+    init          :data:`INITS`              "gpt2"     the initialisation family
+    ============  =========================  =========  ==============================================
+
+    ``mlp="last"`` needs d_mlp > 0. "stream" is x_{l+1} = x_l + attn_l(x_l) (+ MLP); "embed" is
+    the paper's literal "sum of the input embedding and the attention layer's output" in every
+    layer. With one layer, mlp="last" is "every" and "embed" is "stream" (same model, own name).
+    "identity" is the paper's single value matrix. Init families (:mod:`interp.core.inits`):
+    "gpt2", "xavier_*", "kaiming_*" are TransformerLens's; "pytorch" is what ``nn.Embedding`` /
+    ``nn.Linear`` give (N(0, 1), U(+-1/sqrt(fan_in))); "mha" is ``nn.MultiheadAttention``'s
+    (Xavier-uniform joint in_proj for W_Q, W_K, W_V, zero biases, out_proj as ``nn.Linear``).
+
+    Fixed tensors are frozen parameters holding their value (:func:`fixed_weights`), so
+    TransformerLens's own forward computes every variant; residual="embed" is a permanent hook
+    on ``blocks.{l}.hook_resid_mid`` (``hook_resid_post`` without MLPs), l >= 1, that carries
+    x_0 + attn_out (:mod:`interp.core.residual`). Everything after ``pos_embed`` is keyword-only.
+    A new field: add it here with today's behaviour as default, apply it in :func:`from_spec`,
+    and compute it in ``interp.training.fast_math`` and :mod:`interp.core.forward` (or refuse it
+    there by name); run names hash it only when it is off its default (``TrainConfig.name``).
+    """
 
     case: int
     n: int
     d_token: int
     n_layers: int = 1
     pos_embed: str = "learned"
+    _: KW_ONLY
     d_mlp: int = 0
+    mlp: str = "every"
+    attn_bias: bool = True
+    unembed_bias: bool = True
+    W_O: str = "free"
+    residual: str = "stream"
+    init: str = "gpt2"
 
     def __post_init__(self):
         tasks.check_case(self.case)
         tasks.check_n(self.n)
-        if isinstance(self.d_token, bool) or not isinstance(self.d_token, int) or self.d_token < 1:
+        if not _is_int(self.d_token) or self.d_token < 1:
             raise ValueError(f"d_token={self.d_token!r}; accepted: an integer >= 1")
-        if isinstance(self.n_layers, bool) or not isinstance(self.n_layers, int) or self.n_layers not in (1, 2):
+        if not _is_int(self.n_layers) or self.n_layers not in (1, 2):
             raise ValueError(f"n_layers={self.n_layers!r}; accepted: 1 or 2")
-        if self.pos_embed not in POS_EMBEDS:
-            raise ValueError(f"pos_embed={self.pos_embed!r}; accepted: one of {POS_EMBEDS}")
-        if isinstance(self.d_mlp, bool) or not isinstance(self.d_mlp, int) or self.d_mlp < 0:
-            raise ValueError(f"d_mlp={self.d_mlp!r}; accepted: an integer >= 0 (0: no MLP)")
+        self._check_choice("pos_embed")  # the fields in their order: the first bad one is named
+        if not _is_int(self.d_mlp) or self.d_mlp < 0:
+            raise ValueError(f"d_mlp={self.d_mlp!r}; accepted: an integer >= 0 (0: attention-only, no MLP)")
+        for name in ("mlp", "attn_bias", "unembed_bias", "W_O", "residual", "init"):
+            self._check_choice(name)
+        if self.mlp == "last" and self.d_mlp == 0:
+            raise ValueError("mlp='last' with d_mlp=0: there is no MLP to place; accepted: "
+                             "d_mlp > 0, or mlp='every' (the default) for an attention-only model")
+
+    def _check_choice(self, name: str) -> None:
+        value, accepted = getattr(self, name), CHOICES[name]
+        if not any(value is a or (type(value) is type(a) and value == a) for a in accepted):
+            raise ValueError(f"{name}={value!r}; accepted: one of {accepted}")
 
     @property
     def d_model(self) -> int:
-        return 2 * self.d_token if self.case in tasks.SAME_POSITION else self.d_token
+        return tasks.get(self.case).d_model(self.d_token)
+
+    def has_mlp(self, layer: int) -> bool:
+        """Whether block ``layer`` has an MLP (d_mlp > 0, and every block or the last)."""
+        return self.d_mlp > 0 and (self.mlp == "every" or layer == self.n_layers - 1)
+
+
+#: the accepted values of ModelSpec's fields that take one of a few values
+CHOICES = {
+    "pos_embed": POS_EMBEDS, "mlp": MLPS, "attn_bias": (True, False),
+    "unembed_bias": (True, False), "W_O": W_OS, "residual": RESIDUALS, "init": INITS,
+}
 
 
 def make_config(
@@ -193,13 +182,14 @@ def make_config(
     )
 
 
-def new_model(cfg: HookedTransformerConfig) -> HookedTransformer:
-    """A HookedTransformer for cfg (TransformerLens's own initialisation), with the task
+def new_model(cfg: HookedTransformerConfig, case: int | None) -> HookedTransformer:
+    """A HookedTransformer for cfg (TransformerLens's own initialisation) that carries its task
+    (``model.task = tasks.get(case)``, checked against cfg; None: unknown), with the task
     tokenizer, the input check and the task loss of :mod:`interp.core.tokens` attached."""
     from interp.core import tokens
 
     model = _quiet(HookedTransformer, cfg, move_to_device=False)
-    return tokens.attach_task_loss(tokens.attach_input_check(tokens.attach_tokenizer(model)))
+    return tokens.attach_task(tokens.attach_input_check(model), case)
 
 
 def disable_pos_embed(model: HookedTransformer) -> HookedTransformer:
@@ -210,31 +200,32 @@ def disable_pos_embed(model: HookedTransformer) -> HookedTransformer:
     return model
 
 
-def tie_pair_embedding(model: HookedTransformer, n: int) -> HookedTransformer:
-    """Make embed.W_E the concatenation of a key table and a value table (cases 2 and 3)."""
-    pair = PairEmbedding(n)
-    parametrize.register_parametrization(model.embed, "W_E", pair)
-    pair.check_structure = True
-    return model
-
-
 def to_vanilla(model: HookedTransformer, *, max_rows: int = 2**20) -> HookedTransformer:
     """A plain copy of ``model`` whose ``embed.W_E`` is an ordinary parameter: a pair-token
     model's (n*n + n)-row W_E is materialised (refused past ``max_rows`` rows), so writes to
     ``W_E`` take effect and ``HookedTransformer(cfg).load_state_dict(vanilla.state_dict())``
-    works. Attention modes, the tokenizer and the input check come along; the copy no longer
-    ties pair rows to the key and value tables (training it trains every row on its own)."""
-    import copy
+    loads. The copy keeps the spec, attention modes, tokenizer, input check and task loss; it no
+    longer ties pair rows to the key and value tables (training it trains every row on its own).
 
+    A state dict holds weights only: a plain HookedTransformer that loads it loses what lives
+    beside them (hooks: hard or tempered attention, residual="embed"; the task's tokenizer, input
+    check and loss), so this warns, naming it, when that changes the logits;
+    :func:`interp.core.roundtrip.from_state_dict` with ``roundtrip.extras(model)`` gives it all back.
+    """
     from interp.core import attention
 
+    if lost := _outside_the_weights(model):
+        warnings.warn(f"to_vanilla: a plain HookedTransformer that loads this state_dict loses {lost}, so its "
+                      "logits differ; rebuild it with interp.core.roundtrip.from_state_dict(cfg, state, "
+                      "**roundtrip.extras(model)), or save it with interp.save", stacklevel=2)
     if not has_pair_embedding(model):
         return copy.deepcopy(model)
     rows = model.cfg.d_vocab
     if rows > max_rows:
         raise ValueError(f"W_E would have {rows} rows; accepted: at most max_rows={max_rows} "
                          "(edit the tables of pair_tables(model) instead)")
-    vanilla = new_model(copy.deepcopy(model.cfg))
+    task = getattr(model, "task", None)
+    vanilla = new_model(copy.deepcopy(model.cfg), None if task is None else task.case)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()
              if not k.startswith("embed.parametrizations.")}
     state["embed.W_E"] = model.embed.W_E.detach().clone()
@@ -242,6 +233,8 @@ def to_vanilla(model: HookedTransformer, *, max_rows: int = 2**20) -> HookedTran
     for name, p in model.named_parameters():  # frozen W_pos stays frozen, etc.
         if not name.startswith("embed.parametrizations."):
             vanilla.get_parameter(name).requires_grad_(p.requires_grad)
+    if spec_of(model) is not None:
+        attach_spec(vanilla, spec_of(model), fix=False)
     for layer, m in enumerate(attention.modes(model)):
         if m[:2] != ("softmax", 1.0):
             attention.set_attention(vanilla, m.mode, beta=m.beta, layers=[layer],
@@ -249,17 +242,17 @@ def to_vanilla(model: HookedTransformer, *, max_rows: int = 2**20) -> HookedTran
     return vanilla.eval() if not model.training else vanilla
 
 
-def has_pair_embedding(model: HookedTransformer) -> bool:
-    return parametrize.is_parametrized(model.embed, "W_E")
+def _outside_the_weights(model) -> str:
+    """What a plain HookedTransformer loading ``model``'s state dict loses, in words ('' if not logits)."""
+    from interp.core import attention
 
-
-def pair_tables(model: HookedTransformer) -> tuple[nn.Parameter, nn.Parameter]:
-    """The trainable ``(key_table, value_table)`` [n, d_token] behind a pair-token model's W_E
-    (cases 2-3). Edit these, not ``W_E``: W_E is computed from them on every read."""
-    if not has_pair_embedding(model):
-        raise ValueError("this model has no pair embedding (cases 2-3 only; see tie_pair_embedding)")
-    tables = model.embed.parametrizations.W_E
-    return tables.original0, tables.original1
+    spec, task = spec_of(model), getattr(model, "task", None)
+    parts = [f"layer {layer}'s {m.mode} attention{f' (beta={m.beta})' if m.mode == 'softmax' else ''}"
+             for layer, m in enumerate(attention.modes(model)) if m[:2] != ("softmax", 1.0)]
+    if spec is not None and spec.residual == "embed" and spec.n_layers > 1:
+        parts.append(f"the residual='embed' hooks of layers {list(range(1, spec.n_layers))}")
+    tokenizer = "the task tokenizer" + (f" and loss (case {task.case})" if task is not None else "")
+    return ", ".join(parts + [tokenizer]) if parts else ""
 
 
 def build_model(
@@ -271,23 +264,120 @@ def build_model(
     *,
     seed: int | None = None,
     dtype: torch.dtype = torch.float32,
-    d_mlp: int = 0,
+    **choices,
 ) -> HookedTransformer:
-    """A freshly initialised task model with the paper's Section 4 architecture.
+    """A freshly initialised task model: :func:`from_spec` of ``ModelSpec(case, n, d_token,
+    n_layers, pos_embed, **choices)`` (``choices``: d_mlp, mlp, attn_bias, unembed_bias, W_O,
+    residual, init; see :class:`ModelSpec`)."""
+    return from_spec(ModelSpec(case, n, d_token, n_layers, pos_embed, **choices), seed=seed, dtype=dtype)
 
-    d_model = 2 d_token for the same-position cases (2, 3), d_token otherwise; d_head = d_model.
-    ``d_mlp`` > 0 adds a ReLU MLP of that width after the attention of every block.
-    ``seed`` seeds TransformerLens's initialisation (None: the global RNG).
+
+def from_spec(spec: ModelSpec, *, seed: int | None = None, dtype: torch.dtype = torch.float32) -> HookedTransformer:
+    """The untrained HookedTransformer of ``spec``, with ``model.spec = spec``.
+
+    TransformerLens builds it (its "gpt2" init, seeded by ``seed``; None: the global RNG);
+    cases 2-3 get their pair embedding; the spec's fixed tensors are set and frozen and its
+    residual hooks installed (:func:`attach_spec`); then a family other than "gpt2" draws
+    the trainable parameters again (after ``torch.manual_seed(seed)`` when a seed is given),
+    and the fixed tensors get their values back.
     """
-    spec = ModelSpec(case, n, d_token, n_layers, pos_embed, d_mlp)
-    cfg = make_config(case, n, spec.d_model, n_layers, seed=seed, dtype=dtype, d_mlp=d_mlp)
-    model = new_model(cfg)
-    if case in tasks.SAME_POSITION:
-        tie_pair_embedding(model, n)
-    if pos_embed == "none":
-        disable_pos_embed(model)
+    from interp.core import inits
+
+    if not isinstance(spec, ModelSpec):
+        raise ValueError(f"spec is a {type(spec).__name__}; accepted: an interp.core.models.ModelSpec")
+    cfg = make_config(spec.case, spec.n, spec.d_model, spec.n_layers, seed=seed, dtype=dtype, d_mlp=spec.d_mlp)
+    model = new_model(cfg, spec.case)
+    if model.task.same_position:
+        tie_pair_embedding(model, spec.n)
+    attach_spec(model, spec)
+    if spec.init != "gpt2":
+        if seed is not None:
+            torch.manual_seed(seed)
+        inits.initialise(model, spec)
+        _set_fixed(model, spec)
     model.eval()  # no dropout anywhere; eval() only silences train-mode branches
     return model
+
+
+def attach_spec(model: HookedTransformer, spec: ModelSpec, *, fix: bool = True) -> HookedTransformer:
+    """Make ``model`` (built from ``spec``'s config) the spec's: its fixed tensors set and frozen
+    (unless not ``fix``), the residual hooks of residual="embed" installed, ``model.spec = spec``."""
+    if fix:
+        _set_fixed(model, spec)
+    if spec.residual == "embed":
+        for layer in range(1, spec.n_layers):
+            residual.install(model, layer)
+    model.spec = spec
+    return model
+
+
+def spec_of(model) -> ModelSpec | None:
+    """The model's :class:`ModelSpec`; None for a model built otherwise (a construction)."""
+    return getattr(model, "spec", None)
+
+
+def mlp_layers(model) -> list[bool]:
+    """Which blocks compute an MLP: the spec's placement, or for a model without a spec every
+    block unless ``cfg.attn_only``, as TransformerLens computes it."""
+    spec = spec_of(model)
+    if spec is None:
+        return [not model.cfg.attn_only] * model.cfg.n_layers
+    return [spec.has_mlp(layer) for layer in range(spec.n_layers)]
+
+
+def fixed_weights(model: HookedTransformer, spec: ModelSpec) -> dict[str, tuple[torch.Tensor, str]]:
+    """Parameter name -> (the value the spec fixes it at, the choice that fixes it)."""
+    fixed = {}
+
+    def put(name, why, value=None):
+        p = model.get_parameter(name)
+        fixed[name] = (torch.zeros_like(p) if value is None else value.to(p), why)
+
+    if spec.pos_embed == "none":
+        put("pos_embed.W_pos", "pos_embed='none'")
+    for layer in range(spec.n_layers):
+        attn = f"blocks.{layer}.attn"
+        if not spec.attn_bias:
+            for b in ("b_Q", "b_K", "b_V", "b_O"):
+                put(f"{attn}.{b}", "attn_bias=False")
+        if spec.W_O == "identity":
+            put(f"{attn}.W_O", "W_O='identity'", torch.eye(spec.d_model)[None])  # [head_index, d_head, d_model]
+        if spec.d_mlp and not spec.has_mlp(layer):
+            for w in ("W_in", "b_in", "W_out", "b_out"):
+                put(f"blocks.{layer}.mlp.{w}", "mlp='last'")
+    if not spec.unembed_bias:
+        put("unembed.b_U", "unembed_bias=False")
+    return fixed
+
+
+@torch.no_grad()
+def _set_fixed(model, spec: ModelSpec) -> None:
+    for name, (value, _) in fixed_weights(model, spec).items():
+        p = model.get_parameter(name)
+        p.copy_(value)
+        p.requires_grad_(False)
+
+
+def check_spec(model, *, trainable: bool = False) -> None:
+    """Raise a ValueError naming the tensor or hook when ``model`` no longer is what its spec
+    says: a fixed tensor off its value (or, with ``trainable``, no longer frozen), or a
+    residual="embed" hook gone. Nothing to check for a model without a spec."""
+    spec = spec_of(model)
+    if spec is None:
+        return
+    if (model.cfg.n_layers, model.cfg.d_model) != (spec.n_layers, spec.d_model):
+        raise ValueError(f"the model has n_layers={model.cfg.n_layers}, d_model={model.cfg.d_model}; "
+                         f"its spec says {spec.n_layers}, {spec.d_model}")
+    for name, (value, why) in fixed_weights(model, spec).items():
+        p = model.get_parameter(name)
+        if not torch.equal(p.detach(), value):
+            raise ValueError(f"{name} is not its fixed value ({why} fixes it); restore it or build the model "
+                             "with the other choice")
+        if trainable and p.requires_grad:
+            raise ValueError(f"{name} is trainable, but {why} fixes it; freeze it (requires_grad_(False))")
+    for layer in range(1, spec.n_layers if spec.residual == "embed" else 0):
+        if not residual.installed(model, layer):
+            raise ValueError(f"residual='embed', but blocks.{layer} has no embed-residual hook")
 
 
 def describe(model: HookedTransformer) -> dict:

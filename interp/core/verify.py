@@ -51,11 +51,9 @@ def _covering_functions(n: int, generator: torch.Generator | None):
 
 
 def _covering_block(case, n, f, targets, generator):
-    if case in tasks.PERMUTED:
-        keys = torch.rand(len(targets), n, generator=generator).argsort(dim=1)
-    else:
-        keys = torch.arange(n).expand(len(targets), n)
-    return tasks._layout(case, n, keys, f[keys], targets)
+    task = tasks.get(case)
+    keys = task.sample_keys(n, len(targets), generator=generator)
+    return task.layout(n, keys, f[keys], targets)
 
 
 def covering_inputs(case: int, n: int, generator: torch.Generator | None = None):
@@ -147,7 +145,8 @@ def default_plan(quick: bool = False) -> list[dict]:
         for n in (2, 3, 4) if not quick else (3,):
             plan.append(dict(case=case, n=n, plan="exhaustive", function="any"))
         for n in (100, 1000) if not quick else (100,):
-            count = 1_000 if quick else (200 if (case == 5 and n == 1000) else 10_000)
+            two_layers = tasks.get(case).paper.layers > 1  # every query position in layer 0
+            count = 1_000 if quick else (200 if (two_layers and n == 1000) else 10_000)
             for function in ("permutation", "any"):
                 plan.append(dict(case=case, n=n, plan="random", inputs=count, function=function))
     return plan

@@ -26,12 +26,15 @@ the proof's order (the first one that fails gives the counterexample):
 * ``"D"`` (average): v1 != v2 in S and T: l(v1, v2) o t and l(v2, v1) o t average the same
   positions with the two values swapped, so the attention output, and the answer, is the same.
 
-Each claimed counterexample is re-run through the model's own forward pass and the answer is
-recomputed with :func:`interp.core.tasks.evaluate`; if floating point ever broke a claim (it cannot
-for A-C, which only compare the scores the model computed), every one of the proof's 32 inputs
-is checked (step ``"scan"``). Models of other shapes get a ValueError saying why the theorem
-does not apply: two layers (Theorem 3.8 builds an exact one), softmax (Theorem 3.5 builds an
-exact one), n < 4, more than one head, or a model not shaped for case 5.
+Scores, patterns and predictions come from :func:`interp.core.forward.final_logits`, the
+package's one evaluation pass (the model's own attention modes, the final query only; tested
+against TransformerLens's forward). Each claimed counterexample is re-run through it and the
+answer is recomputed with :func:`interp.core.tasks.evaluate`; if floating point ever broke a
+claim (it cannot for A-C, which only compare the scores the model computed), every one of the
+proof's 32 inputs is checked (step ``"scan"``). Models of other shapes get a ValueError saying
+why the theorem does not apply: two layers (Theorem 3.8 builds an exact one), softmax (Theorem
+3.5 builds an exact one), n < 4, more than one head, or a model of another case (the task is
+read from the model, :func:`interp.core.tasks.of`; a model without one must be shaped for case 5).
 """
 
 from __future__ import annotations
@@ -41,7 +44,10 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from interp.core import attention, tasks
+from interp.core import attention, forward, tasks
+
+#: The presentation Theorem 3.6 and the separability argument are about.
+CASE = 5
 
 STEPS = {
     "A": "l(x, y) o t must attend to position 1 for >= 3 of x in [4]; two inputs did not",
@@ -81,7 +87,7 @@ def r_input(n: int, x: int, y: int) -> list[int]:
     return [1, x, 0, y] + [v for k in range(2, n) for v in (k, k)] + [0]
 
 
-def check_applies(model, attention_mode: str) -> int:
+def check_applies(model, attention_mode: str, *, case: int | None = None, n: int | None = None) -> int:
     """n, if Theorem 3.6 applies to ``model`` under ``attention_mode``; else a ValueError."""
     cfg = model.cfg
     if attention_mode == "softmax":
@@ -100,12 +106,7 @@ def check_applies(model, attention_mode: str) -> int:
         )
     if cfg.n_heads != 1:
         raise ValueError(f"n_heads={cfg.n_heads}: the proof of Theorem 3.6 is for one head; accepted: 1")
-    n = cfg.d_vocab_out
-    if cfg.d_vocab != n or cfg.n_ctx != 2 * n + 1:
-        raise ValueError(
-            f"the model is not shaped for case 5 (d_vocab={cfg.d_vocab}, d_vocab_out={n}, "
-            f"n_ctx={cfg.n_ctx}); accepted: d_vocab = d_vocab_out = n, n_ctx = 2n + 1"
-        )
+    _, n = tasks.of(model, case, n, only=CASE)
     if n < 4:
         raise ValueError(f"n={n}: Theorem 3.6 needs n >= 4 (x, y range over [4]); accepted: n >= 4")
     return n
@@ -123,28 +124,36 @@ def _with_mode(model, mode: str):
 def _run(model, inputs: list[list[int]]):
     """Predictions, final-row patterns and scores of the proof's inputs (one forward pass)."""
     tokens = torch.tensor(inputs, dtype=torch.long)
-    names = ("blocks.0.attn.hook_pattern", "blocks.0.attn.hook_attn_scores")
+    kept = {}
+
+    def keep(name, x):
+        if name in ("blocks.0.attn.hook_pattern", "blocks.0.attn.hook_attn_scores"):
+            kept[name] = x
+        return x
+
     with torch.no_grad():
-        logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name in names)
-    pattern = cache["blocks.0.attn.hook_pattern"][:, 0, -1]  # [batch, key_pos]
-    scores = cache["blocks.0.attn.hook_attn_scores"][:, 0, -1]  # [batch, key_pos]
-    return logits[:, -1].argmax(-1).tolist(), pattern, scores
+        logits = forward.final_logits(model, tokens, transform=keep)
+    pattern = kept["blocks.0.attn.hook_pattern"][:, 0, -1]  # [batch, key_pos] of the final query
+    scores = kept["blocks.0.attn.hook_attn_scores"][:, 0, -1]  # [batch, key_pos]
+    return logits.argmax(-1).tolist(), pattern, scores
 
 
 def _verify(model, n: int, toks: list[int]) -> tuple[int, int]:
     """(the model's own prediction, tasks.evaluate's answer) for one input."""
-    with torch.no_grad():
-        predicted = int(model(torch.tensor([toks]))[0, -1].argmax())
-    return predicted, tasks.evaluate(5, n, toks)
+    predicted = int(forward.predictions(model, torch.tensor([toks]))[0])
+    return predicted, tasks.evaluate(CASE, n, toks)
 
 
-def find_counterexample(model, attention: str = "leftmost") -> Counterexample:
+@tasks.reads_task
+def find_counterexample(model, attention: str = "leftmost", *, case: int | None = None,
+                        n: int | None = None) -> Counterexample:
     """An input on which ``model`` (one layer, case 5, n >= 4) with hard ``attention`` is wrong.
 
     The model is not changed: if its attention mode differs, a copy runs ``attention``.
+    ``case=`` / ``n=`` are checked against the model's.
     """
     mode = attention
-    n = check_applies(model, mode)
+    n = check_applies(model, mode, case=case, n=n)
     m = _with_mode(model, mode)
     was_training = m.training
     m.eval()
@@ -250,7 +259,8 @@ def separable_inputs(n: int) -> list[tuple[list[int], int]]:
     return out
 
 
-def find_counterexample_attention_only(model) -> Counterexample:
+@tasks.reads_task
+def find_counterexample_attention_only(model, *, case: int | None = None, n: int | None = None) -> Counterexample:
     """An input a one-layer, one-head *attention-only* softmax model (case 5, n >= 2) gets wrong.
 
     Theorem 3.6 leaves softmax open, and Theorem 3.5 shows one layer with an MLP suffices; but
@@ -284,12 +294,9 @@ def find_counterexample_attention_only(model) -> Counterexample:
     mode = attention.modes(model)[0].mode
     if mode != "softmax":
         raise ValueError(f"attention={mode!r}: use find_counterexample for hard attention")
-    n = cfg.d_vocab_out
-    if cfg.d_vocab != n or cfg.n_ctx != 2 * n + 1 or n < 2:
-        raise ValueError(
-            f"the model is not shaped for case 5 with n >= 2 (d_vocab={cfg.d_vocab}, "
-            f"d_vocab_out={n}, n_ctx={cfg.n_ctx}); accepted: d_vocab = d_vocab_out = n >= 2, n_ctx = 2n + 1"
-        )
+    _, n = tasks.of(model, case, n, only=CASE)
+    if n < 2:
+        raise ValueError(f"n={n}: the argument needs two slots; accepted: n >= 2")
     for toks, _ in separable_inputs(n):
         predicted, expected = _verify(model, n, toks)
         if predicted != expected:
@@ -313,7 +320,7 @@ def xor_family(n: int, tokens, other: int) -> list[list[int]]:
     """The four inputs of one XOR family: ``tokens`` (case 5) with the keys, the values, or both
     of the target's slot j and slot ``other`` (!= j) swapped. The answer is the value of
     whichever of the two slots holds the target key: it follows (key swap) XOR (value swap)."""
-    keys, values, target = tasks.decode(5, n, tokens)
+    keys, values, target = tasks.decode(CASE, n, tokens)
     j = keys.index(target)
     if not (0 <= other < n) or other == j:
         raise ValueError(f"other={other!r}; accepted: a slot in 0..{n - 1} other than the target's slot {j}")
@@ -340,9 +347,10 @@ class BoundCheck:
     families_all_right: int  # 0 for every one-layer, one-head attention-only model
 
 
-def check_bound(model, n: int, *, limit: int = 20_000) -> BoundCheck:
-    """Every case-5 input of size n (f a permutation; n <= 4 by default), answered by the model's
-    own TransformerLens forward, grouped into the XOR families of :func:`xor_family`.
+@tasks.reads_task
+def check_bound(model, *, case: int | None = None, n: int | None = None, limit: int = 20_000) -> BoundCheck:
+    """Every case-5 input of the model's size n (f a permutation; n <= 4 by default), answered
+    by :func:`interp.core.forward.predictions`, grouped into the XOR families of :func:`xor_family`.
 
     The bound. Fix an input x with target key i* in slot j and another slot q. Its family (keys
     and/or values of slots j and q swapped) has four inputs that differ only at positions 2j,
@@ -360,17 +368,17 @@ def check_bound(model, n: int, *, limit: int = 20_000) -> BoundCheck:
     every n >= 2, width, precision and temperature. With several heads the logit difference is
     a sum of such ratios and the argument fails (two heads can get a family right).
     """
-    total = tasks.count_inputs(5, n, "permutation")
+    task, n = tasks.of(model, case, n, only=CASE)
+    total = task.count_inputs(n, "permutation")
     if total > limit:
         raise ValueError(f"n={n}: {total} inputs; accepted: at most limit={limit}")
-    tokens, answers = tasks.enumerate_inputs(5, n, "permutation")
-    with torch.no_grad():
-        right = torch.cat([model(t)[:, -1].argmax(-1) == a
-                           for t, a in zip(tokens.split(4096), answers.split(4096))]).tolist()
+    tokens, answers = task.enumerate_inputs(n, "permutation")
+    right = torch.cat([forward.predictions(model, t) == a
+                       for t, a in zip(tokens.split(4096), answers.split(4096))]).tolist()
     index = {tuple(t): i for i, t in enumerate(tokens.tolist())}
     families = set()
     for i, toks in enumerate(tokens.tolist()):
-        keys, _, target = tasks.decode(5, n, toks)
+        keys, _, target = task.decode(n, toks)
         for q in range(n):
             if q != keys.index(target):
                 families.add(frozenset(index[tuple(f)] for f in xor_family(n, toks, q)))

@@ -47,28 +47,31 @@ def theorem_3_7_inputs(n: int, count: int, generator: torch.Generator):
     return tokens, f[:, 0]
 
 
-def error_rates(model, n: int, *, count: int = 8192, seed: int = 0) -> dict:
-    """Error of the model as it runs (its own attention) on both input distributions."""
+@tasks.reads_task
+def error_rates(model, *, case: int | None = None, n: int | None = None, count: int = 8192,
+                seed: int = 0) -> dict:
+    """Error of a case-5 model as it runs (its own attention) on both input distributions."""
+    task, n = tasks.of(model, case, n, only=5)
     g = torch.Generator().manual_seed(seed)
     out = {}
     with torch.no_grad():
-        tokens, answers = tasks.sample(5, n, count, generator=g, function="permutation")
+        tokens, answers = task.sample(n, count, generator=g, function="permutation")
         out["error_permutation"] = float((forward.predictions(model, tokens) != answers).float().mean())
         tokens, answers = theorem_3_7_inputs(n, count, g)
         out["error_theorem37"] = float((forward.predictions(model, tokens) != answers).float().mean())
     return out
 
 
-def report(model, *, kinds=("fixed", "float"), count: int = 8192, seed: int = 0, n_random: int = 256) -> dict:
+@tasks.reads_task
+def report(model, *, case: int | None = None, n: int | None = None, kinds=("fixed", "float"),
+           count: int = 8192, seed: int = 0, n_random: int = 256) -> dict:
     """h, d, measured p (per format), c-size, errors and both bounds for one case-5 model."""
     cfg = model.cfg
-    n = cfg.d_vocab_out
-    if cfg.n_layers != 1 or cfg.d_vocab != n or cfg.n_ctx != 2 * n + 1:
-        raise ValueError(
-            f"a one-layer case-5 model is needed (n_layers=1, d_vocab=d_vocab_out=n, n_ctx=2n+1); "
-            f"got n_layers={cfg.n_layers}, d_vocab={cfg.d_vocab}, d_vocab_out={n}, n_ctx={cfg.n_ctx}"
-        )
-    row = dict(n=n, h=cfg.n_heads, d=cfg.d_model, **error_rates(model, n, count=count, seed=seed))
+    _, n = tasks.of(model, case, n, only=5)
+    if cfg.n_layers != 1:
+        raise ValueError(f"n_layers={cfg.n_layers}: Theorems 3.4 and 3.7 are about one-layer "
+                         "case-5 models; accepted: n_layers = 1")
+    row = dict(n=n, h=cfg.n_heads, d=cfg.d_model, **error_rates(model, count=count, seed=seed))
     row["bound_3_4"] = theorem_3_4_bound(n)
     probes = P.ProbeSet(5, n, shifts=(0, 1), n_random=n_random, seed=seed)
     for kind in kinds:

@@ -59,7 +59,7 @@ from torch import Tensor
 
 from interp.core import tasks
 from interp.core.forward import Transform, final_logits
-from interp.theory.probe_inputs import ProbeSet  # noqa: F401 - precision.ProbeSet, as before
+from interp.theory.probe_inputs import ProbeSet, check_probes  # noqa: F401 - precision.ProbeSet, as before
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +216,7 @@ def check(
 
     ``reference`` (one tensor per chunk) replaces the answers: behaviour preservation.
     """
+    check_probes(model, probes)
     cache: dict = {}
 
     def forward(m, tokens, t):
@@ -282,6 +283,7 @@ def least_precision(
     """
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r}; accepted: one of {KINDS}")
+    check_probes(model, probes)
     start = time.perf_counter()
     base = as_float64(model)
     rec = MaxAbs()
@@ -350,16 +352,15 @@ def c_size(model, bits: int) -> int:
 
 
 def construction(case: int, n: int, which: str = "paper"):
-    """The model measured: the paper's hard-attention construction, or Theorem 3.5's."""
-    if which == "theorem35":
-        if case != 5:
-            raise ValueError(f"which='theorem35' is a case-5 construction; got case={case}")
-        from interp.theory import softmax_construction
-
-        return softmax_construction.build(n)
+    """The model measured (float64): the paper's hard-attention construction, or another
+    construction registered for the task (``"theorem35"``: Theorem 3.5's, case 5)."""
     from interp.core import constructions
+    from interp.theory import softmax_construction  # noqa: F401 - registers "theorem35"
 
-    return constructions.build(case, n, dtype=torch.float64, check_precision=False)
+    if which == "paper":
+        return constructions.build(case, n, dtype=torch.float64, check_precision=False)
+    task = tasks.get(case)
+    return task.builder(which)(task, n, torch.float64)
 
 
 def measure(case: int, n: int, kind: str, *, which: str = "paper", hint=None, n_random=64, seed=0) -> dict:
@@ -372,7 +373,7 @@ def measure(case: int, n: int, kind: str, *, which: str = "paper", hint=None, n_
         case=case, n=n, which=which, layers=model.cfg.n_layers, kind=kind, bits=r.bits,
         int_bits=r.int_bits, max_abs=r.max_abs, inputs=r.inputs, h=model.cfg.n_heads,
         d=model.cfg.d_model, c_size=None if r.bits is None else c_size(model, r.bits),
-        bound_3_4=theorem_3_4_bound(n) if case == 5 else None,
+        bound_3_4=theorem_3_4_bound(n) if case == 5 else None,  # Theorem 3.4 is stated for case 5
         evaluated=r.to_dict()["evaluated"], seconds=round(r.seconds, 2),
     )
 

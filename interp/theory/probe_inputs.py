@@ -82,7 +82,7 @@ class ProbeSet:
             off = {"perpendicular": max(1, round(n / 4)), "opposite": max(1, n // 2), "neighbour": 1}[self.others]
             f = ((answer + off) % n)[:, None].expand(b, n).clone()
         f[torch.arange(b), target] = answer
-        if self.case in tasks.PERMUTED:
+        if tasks.get(self.case).permuted:
             prio = torch.rand(b, n, generator=g)
             rows = torch.arange(b)
             prio[rows, (target - 1) % n] = -2.0
@@ -93,3 +93,10 @@ class ProbeSet:
             keys = torch.arange(n).expand(b, n)
         values = f.gather(1, keys)
         return tasks.encode(self.case, keys, values, target), answer
+
+
+def check_probes(model, probes) -> None:
+    """A ValueError unless a :class:`ProbeSet` is of the model's case and n (its task,
+    :func:`interp.core.tasks.of`); other iterables of (tokens, answers) pass."""
+    if isinstance(probes, ProbeSet):
+        tasks.of(model, case=probes.case, n=probes.n)

@@ -82,7 +82,7 @@ def build(n: int, *, dtype: torch.dtype = torch.float64):
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype}; accepted: one of {DTYPES}")
     D, dh, H = 2 * n + 2, 2 * n + 1, 5 * n
-    model = models.new_model(make_config(n, dtype))
+    model = models.new_model(make_config(n, dtype), 5)
     f64 = dict(dtype=torch.float64)
     W_E = torch.zeros(n, D, **f64)
     W_E[:, D - 1] = torch.log(torch.arange(n, **f64) + 1)
@@ -147,12 +147,24 @@ def parameter_counts(model) -> dict:
     )
 
 
-def accuracy(model, n: int, *, inputs: str = "random", count: int = 4096, function: str = "any", seed: int = 0) -> dict:
-    """Accuracy on every input (``inputs="exhaustive"``, small n) or ``count`` random ones."""
+@tasks.register_builder("theorem35", 5)
+def make_theorem35(task: tasks.Task, n: int, dtype: torch.dtype = torch.float64):
+    """:func:`build` as the task's ``"theorem35"`` builder."""
+    return build(n, dtype=dtype)
+
+
+@tasks.reads_task
+def accuracy(model, *, case: int | None = None, n: int | None = None, inputs: str = "random",
+             count: int = 4096, function: str = "any", seed: int = 0) -> dict:
+    """Accuracy of a model on every input of its task (``inputs="exhaustive"``, small n) or on
+    ``count`` random ones."""
+    task, n = tasks.of(model, case, n)
+    if inputs not in ("exhaustive", "random"):
+        raise ValueError(f"inputs={inputs!r}; accepted: 'exhaustive' or 'random'")
     if inputs == "exhaustive":
-        tokens, answers = tasks.enumerate_inputs(5, n, function)
+        tokens, answers = task.enumerate_inputs(n, function)
     else:
-        tokens, answers = tasks.sample(5, n, count, generator=torch.Generator().manual_seed(seed), function=function)
+        tokens, answers = task.sample(n, count, generator=torch.Generator().manual_seed(seed), function=function)
     correct = 0
     chunk = max(1, 2**24 // (tokens.shape[1] * model.cfg.d_model))  # ~128 MB per activation
     with torch.no_grad():

@@ -82,17 +82,28 @@ def tiebroken_case5(n: int, *, dtype: torch.dtype = torch.float64):
     return model
 
 
+@tasks.register_builder("tiebroken", 5)
+def make_tiebroken(task: tasks.Task, n: int, dtype: torch.dtype = torch.float64):
+    """:func:`tiebroken_case5` as the task's ``"tiebroken"`` builder."""
+    return tiebroken_case5(n, dtype=dtype)
+
+
+def default_variant(case: int) -> str:
+    """The variant measured unless one is named: the tie-broken one where the task has it."""
+    return "tiebroken" if "tiebroken" in tasks.get(case).builders else "paper"
+
+
 def build(case: int, n: int, variant: str = "paper"):
-    """The construction measured (float64): the paper's, or case 5's tie-broken variant."""
+    """The construction measured (float64): the paper's, or a variant registered for the task
+    (case 5's tie-broken one)."""
     from interp.core import constructions
 
     if variant not in VARIANTS:
         raise ValueError(f"variant={variant!r}; accepted: one of {VARIANTS}")
-    if variant == "tiebroken":
-        if case != 5:
-            raise ValueError(f"variant='tiebroken' is a case-5 construction; got case={case}")
-        return tiebroken_case5(n)
-    return constructions.build(case, n, dtype=torch.float64, check_precision=False)
+    if variant == "paper":
+        return constructions.build(case, n, dtype=torch.float64, check_precision=False)
+    task = tasks.get(case)
+    return task.builder(variant)(task, n, torch.float64)
 
 
 def with_softmax(model, beta: float):
@@ -130,6 +141,7 @@ def least_beta(
     """
     if not rel > 0:
         raise ValueError(f"rel={rel!r}; accepted: > 0")
+    P.check_probes(model, probes)
     t0 = time.perf_counter()
     base = P.as_float64(model)
     evaluated: dict[float, bool] = {}
@@ -164,24 +176,43 @@ def least_beta(
 # bounds (one-layer cases 1-4)
 
 
+def _circle_gaps(N: int, dh: int = 2) -> list[float]:
+    """Score gaps (1 - cos(2 pi m / N)) / sqrt(d_head) of the keys m = 1..N-1 steps away."""
+    m = torch.arange(1, N, dtype=torch.float64)
+    return ((1 - torch.cos(2 * math.pi * m / N)) / math.sqrt(dh)).tolist()
+
+
+def _profile_no_keys(n: int):
+    """Theorem 3.2's construction (case 1): N = n + 1 angles; the value-minus-key trick writes
+    cs(t) - cs(j) + cs(v_j), of norm <= 1 + 2 sin(pi |j - t| / N)."""
+    N = n + 1
+    C = (1 + 2 * torch.sin(math.pi * torch.arange(1, N, dtype=torch.float64) / N)).tolist()
+    return list(zip(_circle_gaps(N), C)), N, 2
+
+
+def _profile_pairs(n: int):
+    """Theorem 3.1's construction (cases 2-3): n angles, unit values."""
+    return [(g, 1.0) for g in _circle_gaps(n)], n, 2
+
+
+def _profile_consecutive(n: int):
+    """Theorem 3.3's construction (case 4): the pairs' profile, plus the n key positions and
+    the query, which score 0: gap 1/sqrt 2, unit values."""
+    prof, N, dh = _profile_pairs(n)
+    return prof + [(1 / math.sqrt(dh), 1.0)] * (n + 1), N, dh
+
+
+#: The one-layer constructions whose softmax bound is derived here, per case.
+_PROFILES = {1: _profile_no_keys, 2: _profile_pairs, 3: _profile_pairs, 4: _profile_consecutive}
+
+
 def _profile(case: int, n: int) -> tuple[list[tuple[float, float]], int, int]:
     """(gap Delta_j, weight bound C_j) of every non-target position, N, d_head."""
-    dh = 2
-    if case == 1:
-        N = n + 1
-        m = torch.arange(1, N, dtype=torch.float64)
-        gaps = (1 - torch.cos(2 * math.pi * m / N)) / math.sqrt(dh)
-        C = 1 + 2 * torch.sin(math.pi * m / N)
-        return list(zip(gaps.tolist(), C.tolist())), N, dh
-    if case in (2, 3, 4):
-        N = n
-        m = torch.arange(1, N, dtype=torch.float64)
-        gaps = ((1 - torch.cos(2 * math.pi * m / N)) / math.sqrt(dh)).tolist()
-        prof = [(g, 1.0) for g in gaps]
-        if case == 4:  # n even positions and the query score 0: gap 1/sqrt 2, unit values
-            prof += [(1 / math.sqrt(dh), 1.0)] * (n + 1)
-        return prof, N, dh
-    raise ValueError(f"case={case}: the bound is derived for the one-layer constructions (cases 1-4)")
+    profile = _PROFILES.get(tasks.check_case(case))
+    if profile is None:
+        raise ValueError(f"case={case}: the bound is derived for the one-layer constructions "
+                         f"(cases {sorted(_PROFILES)})")
+    return profile(n)
 
 
 def _solve(f, target: float) -> float:
@@ -217,8 +248,9 @@ def beta_adversarial(case: int, n: int) -> float:
     rho0 = sum_m exp(-beta Delta_m), phi = 2 pi off / n, and the angle error is
     atan2(rho0 sin phi, 1 + rho0 cos phi); a tie at exactly pi/n already counts as wrong.
     """
-    if case not in (2, 3):
-        raise ValueError(f"case={case}: the exact adversarial prediction is for cases 2 and 3")
+    if not tasks.get(case).same_position:
+        raise ValueError(f"case={case}: the exact adversarial prediction is for the pair-token "
+                         f"cases {tasks.SAME_POSITION}")
     prof, N, _ = _profile(case, n)
     phi = 2 * math.pi * max(1, round(n / 4)) / n
 
@@ -255,10 +287,10 @@ def measure(
         probes = P.ProbeSet(case, n, shifts=(), n_random=n_random, seed=seed, chunk=chunk)
     else:
         probes = P.ProbeSet(case, n, n_random=0, seed=seed, chunk=chunk, others=family, targets=targets)
-    bounds = {}
-    if case in (1, 2, 3, 4):
+    bounds, task = {}, tasks.get(case)
+    if model.cfg.n_layers == 1 and variant == "paper":
         bounds = dict(beta_sufficient=beta_sufficient(case, n), beta_crude=beta_crude(case, n))
-        if case in (2, 3):
+        if task.same_position:
             bounds["beta_adversarial"] = beta_adversarial(case, n)
     start = bounds.get("beta_sufficient", 4.0 * n * n)
     r = least_beta(model, probes, start=start, rel=rel, beta_max=beta_max)

@@ -3,9 +3,12 @@
 * :mod:`~interp.training.runs` - ``TrainConfig``, ``RunResult``, random streams, initial model,
   test accuracy (below both trainers).
 * :mod:`~interp.training.trainer` - ``train``/``train_group`` and the plain TransformerLens loop.
-* :mod:`~interp.training.fast_train` - the fast exact engine: data as table rows, seed ensembles;
-  its arithmetic (final-position logits regrouped, custom autograd) is
-  :mod:`~interp.training.fast_math`.
+* :mod:`~interp.training.fast_train` - the fast exact engine's front (``train_ensemble``): data
+  as table rows (:mod:`~interp.training.fast_data`), seed ensembles
+  (:mod:`~interp.training.fast_ensemble`; on CUDA the step captured and replayed,
+  :mod:`~interp.training.fast_graph`); its arithmetic (final-position logits regrouped) is
+  :mod:`~interp.training.fast_math`, with :mod:`~interp.training.fast_two_layers`,
+  :mod:`~interp.training.fast_tables` and the custom autograd of :mod:`~interp.training.fast_autograd`.
 * :mod:`~interp.training.checkpoints` - safetensors checkpoints with checksums;
   :mod:`~interp.training.progress` - a training group's state saved mid-run, to go on from
   (here, not in :mod:`interp.sweeps`, because the trainer writes it between steps).

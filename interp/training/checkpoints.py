@@ -4,8 +4,10 @@ A checkpoint is a directory::
 
     <path>/model.safetensors   the state dict (tensors only, safetensors format)
     <path>/config.json         format tag, the HookedTransformerConfig fields that shape the
-                               model (d_mlp only when there is an MLP), how the embedding
-                               is tied (pair tables, frozen W_pos), the attention modes,
+                               model (d_mlp only when there is an MLP), its ModelSpec (when
+                               it has one: every architecture choice, restored as
+                               ``model.spec``), how the embedding is tied (pair tables,
+                               frozen W_pos), the attention modes,
                                the sha256 of model.safetensors, and when known the
                                TrainConfig and the run's metrics
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import dataclasses
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -60,7 +63,10 @@ def _describe(model) -> dict:
     if not cfg.attn_only:  # only then: attention-only checkpoints keep their config.json
         desc["d_mlp"] = cfg.d_mlp
     desc["dtype"] = str(cfg.dtype).replace("torch.", "")
+    task, spec = getattr(model, "task", None), models.spec_of(model)
     return dict(
+        **({} if task is None else {"case": task.case}),  # the model's task (interp.core.tasks)
+        **({} if spec is None else {"spec": dataclasses.asdict(spec)}),  # its architecture
         hooked_config=desc,
         pair_embedding=models.has_pair_embedding(model),
         pos_embed_frozen=not model.pos_embed.W_pos.requires_grad,
@@ -224,16 +230,28 @@ def _load(path):
         cfg = models._quiet(HookedTransformerConfig, device="cpu", **hc)
     except (SafetensorError, KeyError, TypeError, AttributeError, OSError) as e:
         raise ValueError(f"{path} is truncated or corrupt: {e}") from None
-    model = models.new_model(cfg)
+    try:
+        model = models.new_model(cfg, _case(desc, meta.get("train_config")))
+    except ValueError as e:
+        raise ValueError(f"{path / CONFIG}: {e}") from None
     if desc["pair_embedding"]:
         models.tie_pair_embedding(model, cfg.d_vocab_out)
     if desc["pos_embed_frozen"]:
         models.disable_pos_embed(model)
+    spec = _spec(desc, meta.get("train_config"), cfg, path / CONFIG)
+    if spec is not None:
+        models.attach_spec(model, spec)  # its fixed tensors frozen, its residual hooks
     check_finite(state, path / WEIGHTS, constants=dict(model.named_buffers()))
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:
         raise ValueError(f"{path / WEIGHTS} does not fit the model in {path / CONFIG}: {e}") from None
+    try:
+        models.check_spec(model)
+    except ValueError as e:
+        if "spec" in desc:
+            raise ValueError(f"{path / WEIGHTS} does not fit the spec in {path / CONFIG}: {e}") from None
+        del model.spec  # from before specs were stored, and its TrainConfig does not describe it
     if not desc.get("requires_grad", True):
         for p in model.parameters():
             p.requires_grad_(False)
@@ -247,6 +265,51 @@ def _load(path):
         raise ValueError(f"{path / CONFIG}: attention modes {modes!r} (ties {ties!r}): {e}") from None
     model.eval()
     return model, meta
+
+
+def _spec(desc: dict, train_config, cfg, where):
+    """The checkpoint's ModelSpec: stored with the model (a field stored before it existed takes
+    its default), else (checkpoints from before specs were stored) its TrainConfig's when that
+    describes this hooked_config, else None (a construction or a bare model)."""
+    from interp.core import models
+    from interp.training.runs import TrainConfig
+
+    stored = desc.get("spec")
+    if stored is None and isinstance(train_config, dict):
+        try:
+            spec = TrainConfig.from_dict(train_config).spec
+        except (TypeError, ValueError):
+            return None  # load_run names a bad train_config
+        return spec if _describes(spec, cfg) else None
+    if stored is None:
+        return None
+    try:
+        spec = models.ModelSpec(**stored)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: spec {stored!r}: {e}") from None
+    if not _describes(spec, cfg):
+        raise ValueError(f"{where}: spec {stored!r} does not describe its hooked_config")
+    return spec
+
+
+def _describes(spec, cfg) -> bool:
+    from interp.core import models
+
+    want = models.make_config(spec.case, spec.n, spec.d_model, spec.n_layers, d_mlp=spec.d_mlp)
+    keys = ("n_layers", "d_model", "d_head", "n_heads", "n_ctx", "d_vocab", "d_vocab_out", "attn_only")
+    same = all(getattr(want, k) == getattr(cfg, k) for k in keys)
+    return same and (cfg.attn_only or cfg.d_mlp == spec.d_mlp)
+
+
+def _case(desc: dict, train_config) -> int | None:
+    """The case of a checkpoint: stored with the model, else (checkpoints from before the task
+    object) its TrainConfig's, else None (a bare model of unknown task)."""
+    from interp.core import tasks
+
+    case = desc.get("case")
+    if case is None and isinstance(train_config, dict):
+        case = train_config.get("case")
+    return None if case is None else tasks.check_case(case)
 
 
 @dataclass(frozen=True)
@@ -274,5 +337,5 @@ def load_run(path) -> Run:
             config = TrainConfig.from_dict(meta["train_config"])
         except (TypeError, ValueError) as e:
             raise ValueError(f"{path / CONFIG}: train_config: {e}") from None
-    return Run(model=model, config=config, case=None if config is None else config.case,
+    return Run(model=model, config=config, case=None if model.task is None else model.task.case,
                n=model.cfg.d_vocab_out, metrics=dict(meta.get("result") or {}), path=path)

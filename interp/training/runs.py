@@ -3,7 +3,7 @@
 :class:`TrainConfig` (the paper's protocol as defaults, one field per choice where the paper is
 silent; ``experiments/README.md`` tabulates them), :class:`RunResult`, the run's independent
 random streams (:func:`stream_seed`), the untrained model (:func:`init_model`, with the
-initialisation schemes of ``TrainConfig.init``) and the test accuracy every trainer reports
+initialisation family of ``TrainConfig.init``) and the test accuracy every trainer reports
 (:func:`evaluate_accuracy`, by the package's one evaluation pass). Both trainers
 (:mod:`interp.train.training`'s plain TransformerLens loop and :mod:`interp.train.fast_train`)
 sit above this module and import from it, never from each other's internals.
@@ -22,12 +22,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from interp.core import forward, models, tasks
+from interp.core import forward, inits, models, tasks
 
 log = logging.getLogger(__name__)
 
-#: TransformerLens initialisation schemes accepted by ``TrainConfig.init``.
-INITS = ("gpt2", "pytorch", "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal")
+#: initialisation families accepted by ``TrainConfig.init`` (:mod:`interp.core.inits`)
+INITS = models.INITS
+#: the initialisation of the tables' protocol (:meth:`TrainConfig.paper`)
+PAPER_INIT = "pytorch"
 ENGINES = ("fast", "reference")
 #: devices accepted by the trainers (``"cuda:N"`` names one GPU); see :func:`check_device`
 DEVICES = ("cpu", "cuda")
@@ -41,22 +43,27 @@ def _is_real(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """One training run: the task, the model shape, the seed and the protocol.
+#: the TrainConfig fields every run name hashes; any other field (d_mlp and the architecture
+#: choices added since) enters the name only when it is off its default, so the runs named
+#: before it existed keep their names (tests/training/test_run_names.py)
+NAMED_ALWAYS = frozenset((
+    "case", "n", "d_token", "n_layers", "pos_embed", "init", "seed", "lr", "batch_size",
+    "max_steps", "stop_loss", "eval_batches", "curve_every", "function",
+))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig(models.ModelSpec):
+    """One training run: the model's architecture (every :class:`interp.core.models.ModelSpec`
+    field, declared and validated there: case, n, d_token, n_layers, pos_embed, d_mlp, mlp,
+    attn_bias, unembed_bias, W_O, residual, init), the seed and the protocol.
 
     Defaults are the paper's values. ``curve_every`` (steps between the sampled points of the
-    loss curve), ``init`` (TransformerLens init scheme) and ``function`` (``"permutation"``,
-    the paper's experiments, or ``"any"``, the theorems' arbitrary f) are our choices.
-    ``d_mlp`` (0: attention-only, the default; > 0: a ReLU MLP of that width after the
-    attention of every block) is ours too; it enters :meth:`name` only when set.
+    loss curve) and ``function`` (``"permutation"``, the paper's experiments, or ``"any"``, the
+    theorems' arbitrary f) are our choices, as are the architecture's fields the paper leaves
+    open. The fields after ``pos_embed`` are keyword-only.
     """
 
-    case: int
-    n: int
-    d_token: int
-    n_layers: int = 1
-    pos_embed: str = "learned"
     seed: int = 0
     lr: float = 1e-3
     batch_size: int = 256
@@ -64,16 +71,14 @@ class TrainConfig:
     stop_loss: float = 0.01
     eval_batches: int = 100
     curve_every: int = 50
-    init: str = "gpt2"
     function: str = "permutation"
-    d_mlp: int = 0
 
     def __post_init__(self):
-        # the model's shape is a models.ModelSpec (its validation); training needs n >= 2
+        # the architecture is validated by ModelSpec; training needs n >= 2
         tasks.check_case(self.case)
         if not _is_int(self.n) or self.n < 2:
             raise ValueError(f"n={self.n!r}; accepted: an integer >= 2")
-        models.ModelSpec(self.case, self.n, self.d_token, self.n_layers, self.pos_embed)
+        super().__post_init__()
         if not _is_int(self.seed) or not 0 <= self.seed < 2**63:
             raise ValueError(f"seed={self.seed!r}; accepted: an integer in 0..2**63-1")
         if not _is_real(self.lr) or not 0 < self.lr <= 1:
@@ -90,24 +95,31 @@ class TrainConfig:
             raise ValueError(f"eval_batches={self.eval_batches!r}; accepted: an integer >= 1")
         if not _is_int(self.curve_every) or self.curve_every < 1:
             raise ValueError(f"curve_every={self.curve_every!r}; accepted: an integer >= 1")
-        if self.init not in INITS:
-            raise ValueError(f"init={self.init!r}; accepted: one of {INITS}")
         if self.function not in tasks.FUNCTIONS:
             raise ValueError(f"function={self.function!r}; accepted: one of {tasks.FUNCTIONS}")
-        if not _is_int(self.d_mlp) or self.d_mlp < 0:
-            raise ValueError(
-                f"d_mlp={self.d_mlp!r}; accepted: an integer >= 0 (0: attention-only, no MLP)"
-            )
 
-    @property
-    def d_model(self) -> int:
-        return 2 * self.d_token if self.case in tasks.SAME_POSITION else self.d_token
+    @classmethod
+    def paper(cls, case: int, n: int, d_token: int, **fields) -> "TrainConfig":
+        """The protocol the paper's tables run (``experiments/table1``, ``table2``): this class's
+        defaults with ``init="pytorch"``, the initialisation every table uses (the paper names
+        none; TransformerLens's "gpt2" left whole cells at chance). ``fields``: any other field,
+        e.g. the tables' rows and columns (``pos_embed``, ``n_layers``), ``seed``, ``max_steps``;
+        an ``init`` other than "pytorch" is refused (use ``TrainConfig(...)`` for another)."""
+        known = {f.name for f in dataclasses.fields(cls)} - {"case", "n", "d_token"}
+        if set(fields) - known:
+            raise ValueError(f"unknown TrainConfig fields {sorted(set(fields) - known)}; accepted: {sorted(known)}")
+        if fields.get("init", PAPER_INIT) != PAPER_INIT:
+            raise ValueError(f"init={fields['init']!r}; TrainConfig.paper fixes init={PAPER_INIT!r} (the tables' "
+                             "protocol): build TrainConfig(..., init=...) for another initialisation")
+        return cls(case=case, n=n, d_token=d_token, **{**fields, "init": PAPER_INIT})
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
+        """A config from :meth:`to_dict`'s dict; a dict stored before a field existed takes
+        its default."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -116,27 +128,34 @@ class TrainConfig:
 
     @property
     def spec(self) -> models.ModelSpec:
-        """The model's shape (case, n, d_token, n_layers, pos_embed, d_mlp)."""
-        return models.ModelSpec(self.case, self.n, self.d_token, self.n_layers, self.pos_embed, self.d_mlp)
+        """The model's architecture alone (a plain ModelSpec, as ``model.spec``)."""
+        return models.ModelSpec(**{f.name: getattr(self, f.name) for f in dataclasses.fields(models.ModelSpec)})
 
     def name(self) -> str:
         """A stable 12-hex-digit hash of every field (seed included): the run's name.
 
-        ``d_mlp`` is hashed only when it is set (> 0): attention-only runs keep the names they
-        had before the field existed, so older stores and checkpoints still match their configs.
+        The fields of :data:`NAMED_ALWAYS` are always hashed; any other (``d_mlp``, ``mlp``,
+        ``attn_bias``, ...) only when it is off its default, so every run keeps the name it had
+        before the field existed, and older stores and checkpoints still match their configs.
         """
-        d = self.to_dict()
-        if d["d_mlp"] == 0:
-            del d["d_mlp"]
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        d = {k: v for k, v in self.to_dict().items()
+             if k in NAMED_ALWAYS or not (type(v) is type(defaults[k]) and v == defaults[k])}
         text = json.dumps(d, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def label(self) -> str:
         """A short readable description, e.g. ``case3 n100 d32 L1 pe=none seed0``
-        (``mlp128`` after the layers when each block has an MLP of width 128)."""
+        (``mlp128`` after the layers when each block has an MLP of width 128, then every other
+        architecture choice off its default, e.g. ``mlp=last W_O=identity``)."""
         mlp = f" mlp{self.d_mlp}" if self.d_mlp else ""
+        spec = self.spec
+        default = models.ModelSpec(self.case, self.n, self.d_token)
+        extra = "".join(f" {f.name}={getattr(spec, f.name)}" for f in dataclasses.fields(spec)
+                        if f.name not in NAMED_ALWAYS and f.name != "d_mlp"
+                        and getattr(spec, f.name) != getattr(default, f.name))
         return (
-            f"case{self.case} n{self.n} d{self.d_token} L{self.n_layers}{mlp} "
+            f"case{self.case} n{self.n} d{self.d_token} L{self.n_layers}{mlp}{extra} "
             f"pe={self.pos_embed} seed{self.seed}"
         )
 
@@ -214,62 +233,22 @@ def generator(seed: int, stream: str) -> torch.Generator:
 
 
 def init_model(config: TrainConfig):
-    """The untrained model of a run: ``build_model`` seeded by ``config.seed``.
+    """The untrained model of a run: :func:`interp.core.models.from_spec` of its architecture,
+    seeded by ``config.seed`` (the init family is ``config.init``).
 
     TransformerLens seeds the global RNGs (torch, numpy, random) when given a seed; they are
     restored afterwards so training leaves the caller's random state alone.
     """
     states = random.getstate(), np.random.get_state()
     with torch.random.fork_rng(devices=[]):
-        model = models.build_model(
-            config.case, config.n, config.d_token, config.n_layers, config.pos_embed,
-            seed=config.seed, d_mlp=config.d_mlp,
-        )
-        if config.init == "pytorch":
-            torch.manual_seed(config.seed)
-            _pytorch_init(model)
-        elif config.init != "gpt2":
-            model.cfg.init_mode = config.init
-            torch.manual_seed(config.seed)
-            _reinit(model)
+        model = models.from_spec(config.spec, seed=config.seed)
     random.setstate(states[0])
     np.random.set_state(states[1])
     return model
 
 
-def _reinit(model) -> None:
-    """Re-initialise with ``model.cfg.init_mode`` (keeps W_pos zero when it is frozen)."""
-    frozen = not model.pos_embed.W_pos.requires_grad
-    model.init_weights()
-    if frozen:
-        with torch.no_grad():
-            model.pos_embed.W_pos.zero_()
-
-
-@torch.no_grad()
-def _pytorch_init(model) -> None:
-    """PyTorch's layer defaults, as a model built from ``nn.Embedding`` and ``nn.Linear`` gets.
-
-    Embedding tables (W_E or the key/value tables, W_pos when learned) ~ N(0, 1); every
-    projection ``x W + b`` with fan-in f: W and b ~ U(-1/sqrt f, 1/sqrt f) (``nn.Linear``'s
-    kaiming_uniform(a=sqrt 5)): W_Q, W_K, W_V, W_U and the MLP's W_in with f = d_model, W_O
-    with f = d_head, the MLP's W_out with f = d_mlp.
-    """
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        if name.startswith("embed.") or name == "pos_embed.W_pos":
-            p.normal_(0.0, 1.0)
-            continue
-        leaf = name.rsplit(".", 1)[-1]
-        if leaf in ("W_O", "b_O"):
-            fan_in = model.cfg.d_head
-        elif leaf in ("W_out", "b_out"):
-            fan_in = model.cfg.d_mlp
-        else:
-            fan_in = model.cfg.d_model
-        bound = 1.0 / math.sqrt(fan_in)
-        p.uniform_(-bound, bound)
+#: the family "pytorch" for a model built by hand (older name; :func:`interp.core.inits.pytorch`)
+_pytorch_init = inits.pytorch
 
 
 def trainable(model) -> list[torch.nn.Parameter]:

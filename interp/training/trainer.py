@@ -39,7 +39,15 @@ train: a run option, not a TrainConfig field, since it changes no result in exac
 (run names, hence stores and checkpoints, are the same on every device;
 :func:`interp.training.runs.check_device`). Data and the initial model are made on the CPU as
 always and moved; the trained model comes back to the CPU before its test accuracy is taken
-and before it is checkpointed. Results on CUDA equal the CPU's to float rounding.
+and before it is checkpointed. Results on CUDA equal the CPU's to float rounding. On CUDA the
+fast engine captures its whole step once and replays it (:mod:`interp.training.fast_graph`:
+no per-step read-back; the host checks the stopping flags every few steps).
+
+Watching a run. :func:`train` and :func:`train_group` take ``progress`` (a bar factory such as
+``tqdm.auto.tqdm``; ``interp.train(..., progress=True)`` passes the package's,
+:mod:`interp.cli.bars`, since only the CLI stage writes to the terminal) and ``callback``
+(called after every step with its training-batch loss). Both engines' loops call one hook per
+step (``on_step``); without a bar or a callback nothing is called.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import time
 
 import torch
@@ -74,11 +83,12 @@ def _should_record(step: int, config: TrainConfig) -> bool:
     return step == 1 or step % config.curve_every == 0
 
 
-def train_reference(config: TrainConfig, model=None, *, device: str = "cpu") -> RunResult:
+def train_reference(config: TrainConfig, model=None, *, device: str = "cpu", on_step=None) -> RunResult:
     """The plain TransformerLens loop (ground truth for tests and the benchmark).
 
     ``model`` (optional) is trained in place instead of a fresh ``init_model(config)``, on
-    ``device``; the result's model is on the CPU.
+    ``device``; the result's model is on the CPU. ``on_step(step, loss)`` (optional) is called
+    once per step with its training-batch loss; an exception it raises stops training.
     """
     device = check_device(device)
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -95,6 +105,8 @@ def train_reference(config: TrainConfig, model=None, *, device: str = "cpu") -> 
         tokens, answers = tokens.to(device), answers.to(device)
         loss = F.cross_entropy(final_logits_reference(model, tokens), answers)
         loss_value = loss.item()
+        if on_step is not None:
+            on_step(step, loss_value)
         if not math.isfinite(loss_value):
             status = f"failed: non-finite loss ({loss_value}) at step {step}"
             curve.append((step, loss_value))
@@ -135,29 +147,35 @@ def one_thread():
         torch.set_num_threads(before)
 
 
-def train(config: TrainConfig, *, engine: str = "fast", device: str = "cpu") -> RunResult:
+def train(config: TrainConfig, *, engine: str = "fast", device: str = "cpu", progress=None,
+          callback=None) -> RunResult:
     """Train one run with the paper's protocol; returns the trained model (on the CPU) and its
-    metrics. ``device``: where it trains (see the module docstring)."""
-    if engine not in ENGINES:
-        raise ValueError(f"engine={engine!r}; accepted: one of {ENGINES}")
+    metrics. ``device``: where it trains (see the module docstring).
+
+    ``progress``: a bar factory called once as ``progress(total=max_steps, desc=label,
+    unit="step")`` that returns a tqdm-like bar (``update``, ``set_postfix_str``, ``close``):
+    ``tqdm.auto.tqdm`` itself, or ``interp.cli.bars.step_bar``, which ``interp.train(...,
+    progress=True)`` passes (only :mod:`interp.cli` writes to the terminal). It shows the steps
+    and the training-batch loss (the engines measure no accuracy per step), then the test
+    accuracy. ``callback(step, loss)``: called after every step with its training-batch loss;
+    an exception it raises stops training and is raised here (nothing is returned or written).
+    """
     if not isinstance(config, TrainConfig):
         raise ValueError(f"config is a {type(config).__name__}; accepted: a TrainConfig")
-    device = check_device(device)
-    if engine == "reference":
-        limits.check_trainable(config)  # before any tensor is allocated
-        with one_thread():
-            return train_reference(config, device=device)
-    return train_group([config], device=device)[0]
+    return _train([config], engine, device, _Watch([config], progress, callback, engine))[0]
 
 
 def train_group(
     configs: list[TrainConfig], *, engine: str = "fast", device: str = "cpu",
-    progress=None, every: float = 600.0,
+    progress=None, callback=None, state_file=None, every: float = 600.0,
 ) -> list[RunResult]:
     """Train runs that differ only in ``seed`` (e.g. the 5 seeds of a table cell).
 
-    ``progress`` (a file path; fast engine only): resume from it and save there every ``every``
-    seconds (:mod:`interp.training.progress`).
+    ``progress``: a bar factory as for :func:`train` (one bar for the group, the live seeds'
+    losses beside it). ``callback(step, losses)``: after every step, ``losses`` maps the seed of
+    each run that trained in that step to its training-batch loss. ``state_file`` (a file path;
+    fast engine only): resume from it and save there every ``every`` seconds
+    (:mod:`interp.training.progress`; called ``progress`` before the bar took that name).
 
     The result for each seed is the one :func:`train` gives for that seed alone, bit for bit
     on the CPU (to float rounding on CUDA, where the seeds are always stacked).
@@ -181,15 +199,106 @@ def train_group(
     seeds = [c.seed for c in configs]
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"train_group got repeated seeds {seeds}; accepted: distinct seeds")
-    if engine not in ENGINES:
-        raise ValueError(f"engine={engine!r}; accepted: one of {ENGINES}")
-    if progress is not None and engine != "fast":
-        raise ValueError(f"progress files need engine='fast'; got engine={engine!r}")
+    if state_file is not None and engine != "fast":
+        raise ValueError(f"state_file needs engine='fast'; got engine={engine!r}")
     if isinstance(every, bool) or not isinstance(every, (int, float)) or not every >= 0:
         raise ValueError(f"every={every!r}; accepted: seconds >= 0")
+    watch = _Watch(configs, progress, callback, engine, group=True)
+    return _train(configs, engine, device, watch, state_file=state_file, every=every)
+
+
+def _train(configs, engine, device, watch: "_Watch", *, state_file=None, every=600.0) -> list[RunResult]:
+    """Train checked configs of one group, showing and reporting each step through ``watch``."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine={engine!r}; accepted: one of {ENGINES}")
     device = check_device(device)
     limits.check_trainable(configs[0], seeds=len(configs))  # before any tensor is allocated
-    with one_thread():
-        if engine == "reference":
-            return [train_reference(c, device=device) for c in configs]
-        return fast_train.train_ensemble(configs, device=device, progress=progress, every=every)
+    results = None
+    try:
+        watch.open()
+        with one_thread():
+            if engine == "reference":
+                results = [train_reference(c, device=device, on_step=watch.hook(i))
+                           for i, c in enumerate(configs)]
+            else:
+                results = fast_train.train_ensemble(configs, device=device, progress=state_file,
+                                                    every=every, on_step=watch.hook())
+    finally:
+        watch.close(results)
+    return results
+
+
+class _Watch:
+    """What the engines call after every step: a progress bar and the caller's callback.
+
+    ``progress``: None or False (no bar) or a bar factory (:func:`train`); ``callback``: None or
+    ``callback(step, loss)`` (one run) / ``callback(step, {seed: loss})`` (``group``). Called
+    as ``watch(step, {config index: loss})`` by the fast engine's loop; :meth:`hook` gives the
+    reference loop's ``on_step(step, loss)`` for one config (its seeds train one after another,
+    so the bar runs over ``max_steps`` per seed).
+    """
+
+    def __init__(self, configs: list[TrainConfig], progress, callback, engine: str, *, group: bool = False):
+        if progress is True:
+            raise ValueError("progress=True needs tqdm's bar, which only interp.cli may show: call "
+                             "interp.train / interp.train_group (the top level), or pass a bar "
+                             "factory such as tqdm.auto.tqdm")
+        if isinstance(progress, (str, os.PathLike)):
+            raise ValueError(f"progress={str(progress)!r}: a file that saves a group's state is "
+                             "state_file= now; progress= is the bar (None, False or a factory "
+                             "such as tqdm.auto.tqdm)")
+        if progress not in (None, False) and not callable(progress):
+            raise ValueError(f"progress={progress!r}; accepted: None, False or a bar factory "
+                             "such as tqdm.auto.tqdm")
+        if callback is not None and not callable(callback):
+            raise ValueError(f"callback={callback!r}; accepted: None or a function (step, loss)")
+        self.configs, self.factory, self.callback, self.group = configs, progress or None, callback, group
+        self.sequential = engine == "reference" and len(configs) > 1
+        self.bar, self.offset = None, 0
+
+    def open(self) -> None:
+        if self.factory is None:
+            return
+        c = self.configs[0]
+        desc = c.label() if not self.group else c.label().rsplit(" seed", 1)[0] + f" x{len(self.configs)} seeds"
+        total = c.max_steps * (len(self.configs) if self.sequential else 1)
+        self.bar = self.factory(total=total, desc=desc, unit="step")
+
+    def __call__(self, step: int, losses: dict[int, float]) -> None:
+        if self.bar is not None:
+            values = list(losses.values())
+            if len(self.configs) == 1:
+                text = f"loss {values[0]:.4f}"
+            elif self.sequential:  # the reference loop: one seed after another
+                text = f"seed {self.configs[next(iter(losses))].seed}: loss {values[0]:.4f}"
+            else:
+                text = f"loss {min(values):.4f}-{max(values):.4f}, {len(values)}/{len(self.configs)} seeds training"
+            self.bar.set_postfix_str(text, refresh=False)
+            self.bar.update(self.offset + step - self.bar.n)
+        if self.callback is not None:
+            if self.group:
+                self.callback(step, {self.configs[i].seed: v for i, v in losses.items()})
+            else:
+                self.callback(step, next(iter(losses.values())))
+
+    def hook(self, index: int | None = None):
+        """The engines' ``on_step``: the fast loop's ``(step, {index: loss})`` (``index``
+        None), or the reference loop's ``(step, loss)`` for config ``index``; None when there
+        is neither a bar nor a callback."""
+        if self.factory is None and self.callback is None:
+            return None
+        if index is None:
+            return self
+        if self.bar is not None:
+            self.offset = self.bar.n  # this seed's steps follow the previous seeds'
+        return lambda step, loss: self(step, {index: loss})
+
+    def close(self, results: list[RunResult] | None) -> None:
+        """The final losses and test accuracies beside the bar (when training finished), then close it."""
+        if self.bar is None:
+            return
+        if results:
+            acc = ", ".join(f"{100 * r.accuracy:.1f}%" for r in results)
+            loss = ", ".join(f"{r.final_loss:.4f}" for r in results)
+            self.bar.set_postfix_str(f"loss {loss}; test accuracy {acc}", refresh=False)
+        self.bar.close()

@@ -1,5 +1,7 @@
 """interp.core.models: the paper's Section 4 architecture as a HookedTransformer."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -161,7 +163,11 @@ def test_to_vanilla_gives_a_plain_model_whose_w_e_edits_take_effect():
     from interp.core import constructions
 
     for case, model in ((3, models.build_model(3, 4, 4, seed=0)), (2, constructions.build(2, 4))):
-        vanilla = models.to_vanilla(model)
+        with warnings.catch_warnings(record=True) as caught:  # the construction's leftmost attention
+            warnings.simplefilter("always")
+            vanilla = models.to_vanilla(model)
+        assert [str(w.message)[:51] for w in caught] == \
+            ["to_vanilla: a plain HookedTransformer that loads th"] * (case == 2)
         tokens, _ = tasks.sample(case, 4, 8)
         torch.testing.assert_close(vanilla(tokens), model(tokens))
         plain = HookedTransformer(vanilla.cfg)  # TransformerLens's own class loads its state

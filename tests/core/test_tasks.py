@@ -2,6 +2,7 @@
 
 import itertools
 import math
+import re
 
 import pytest
 import torch
@@ -126,3 +127,167 @@ def test_count_inputs_matches_the_paper():
 def test_bad_input_names_the_value(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# ---- the Task objects (interp.core.tasks.Task)
+
+
+def _table_rows():
+    """(length, d_vocab) expressions per case, read off the layout table in interp.core.tasks's
+    docstring (columns as its ``====`` rule marks them)."""
+    lines = tasks.__doc__.splitlines()
+    rule = next(line for line in lines if line.startswith("===="))
+    spans = [(m.start(), m.end()) for m in re.finditer(r"=+", rule)]
+    spans[-1] = (spans[-1][0], None)
+    rows = {}
+    for line in lines:
+        if re.match(r"\d +\S", line) and line[: spans[0][1]].strip().isdigit():
+            cells = [line[a:b].strip() for a, b in spans]
+            rows[int(cells[0])] = (cells[2], cells[3])
+    return rows
+
+
+def _value(expr: str, n: int) -> int:
+    return eval(expr.replace("2n", "2*n"), {"n": n})  # e.g. "2n + 1", "n*n + n"
+
+
+def test_the_docstring_table_lists_every_task():
+    assert sorted(_table_rows()) == list(tasks.CASES) == sorted(tasks.TASKS)
+
+
+@pytest.mark.parametrize("case", tasks.CASES)
+def test_task_layout_matches_the_docstring_table(case):
+    length, vocab = _table_rows()[case]
+    task = tasks.get(case)
+    for n in (1, 2, 3, 7, 50):
+        assert task.seq_len(n) == tasks.seq_len(case, n) == _value(length, n)
+        assert task.d_vocab(n) == tasks.d_vocab(case, n) == _value(vocab, n)
+        assert task.query_pos(n) == _value(length, n) - 1
+
+
+def _changed(a, b) -> set[int]:
+    return set((a != b).nonzero()[:, -1].tolist())
+
+
+@pytest.mark.parametrize("case", tasks.CASES)
+def test_value_pos_is_where_encode_puts_the_value(case):
+    """Changing only slot j's value changes only the token at value_pos(n, j)."""
+    task, n = tasks.get(case), 5
+    keys = [3, 0, 4, 1, 2] if task.permuted else None
+    values = [1, 1, 0, 4, 2]
+    base = task.encode(keys, values, 3)
+    for j in range(n):
+        other = list(values)
+        other[j] = (values[j] + 1) % n
+        assert _changed(base, task.encode(keys, other, 3)) == {task.value_pos(n, j)}
+    assert task.value_positions(n).tolist() == [task.value_pos(n, j) for j in range(n)]
+
+
+@pytest.mark.parametrize("case", tasks.CASES)
+def test_key_pos_is_where_encode_puts_the_key(case):
+    """Swapping the keys of slots j and q changes exactly the tokens at key_pos(n, j) and
+    key_pos(n, q); case 1 has no key tokens (key_pos None), and nothing changes. Ordered cases
+    use the permuted sibling's encode (same layout family), since their keys cannot move."""
+    task, n = tasks.get(case), 5
+    sibling = next(t for t in tasks.TASKS.values() if type(t) is type(task) and t.permuted) \
+        if task.same_position or task.consecutive else task
+    keys, values = [3, 0, 4, 1, 2], [1, 1, 0, 4, 2]
+    encode = (lambda k: sibling.encode(k, values, 3)) if sibling.permuted else \
+        (lambda k: task.layout(n, torch.tensor([k]), torch.tensor([values]), torch.tensor([3])))
+    for j, q in [(0, 1), (1, 4), (2, 3)]:
+        swapped = list(keys)
+        swapped[j], swapped[q] = swapped[q], swapped[j]
+        changed = _changed(encode(keys), encode(swapped))
+        if task.key_pos(n, j) is None:
+            assert changed == set() and task.key_positions(n) is None
+        else:
+            assert changed == {task.key_pos(n, j), task.key_pos(n, q)}
+    same = task.same_position
+    assert all((task.key_pos(n, j) == task.value_pos(n, j)) == same for j in range(n) if task.key_pos(n, j) is not None)
+
+
+@pytest.mark.parametrize("case", tasks.CASES)
+def test_query_token_is_what_encode_puts_at_the_query(case):
+    task, n = tasks.get(case), 4
+    for target in range(n):
+        tokens = task.encode([2, 0, 3, 1] if task.permuted else None, [1, 2, 3, 0], target)
+        assert int(tokens[0, task.query_pos(n)]) == task.query_token(n, target)
+        assert _changed(tokens, task.encode([2, 0, 3, 1] if task.permuted else None, [1, 2, 3, 0],
+                                            (target + 1) % n)) == {task.query_pos(n)}
+
+
+@pytest.mark.parametrize("case", tasks.CASES)
+def test_task_methods_agree_with_the_plain_python_evaluator(case):
+    task, n = tasks.get(case), 6
+    tokens, answers = task.sample(n, 200, generator=torch.Generator().manual_seed(case), function="any")
+    keys, values, target = task.read(n, tokens)
+    for row, a, k, v, t in zip(tokens.tolist(), answers.tolist(), keys.tolist(), values.tolist(),
+                               target.tolist(), strict=True):
+        assert task.decode(n, row) == (k, v, t)
+        assert task.evaluate(n, row) == a == plain_answer(k, v, t)
+    assert task.answers(n, tokens).tolist() == answers.tolist()
+    every, every_answer = task.enumerate_inputs(3, "permutation")
+    assert len(every) == task.count_inputs(3, "permutation")
+    assert [task.evaluate(3, r) for r in every.tolist()] == every_answer.tolist()
+
+
+def _old_label(case, n, t):
+    """The tokenizer's labels before the Task object (interp.core.tokens, by vocabulary)."""
+    if case not in (2, 3):
+        return str(t)
+    return f"({t // n},{t % n})" if t < n * n else f"i*={t - n * n}"
+
+
+def _old_position_labels(case, n, toks):
+    """interp.inspect.viz.token_labels before the Task object."""
+    out = []
+    for p, t in enumerate(toks[:-1]):
+        out.append(f"f({p})={t}" if case == 1 else f"({t // n},{t % n})" if case in (2, 3)
+                   else f"{'k' if p % 2 == 0 else 'v'}{t}")
+    return out + [f"i*={toks[-1] - (n * n if case in (2, 3) else 0)}"]
+
+
+@pytest.mark.parametrize("case", tasks.CASES)
+def test_token_and_position_labels(case):
+    task, n = tasks.get(case), 4
+    assert [task.token_label(n, t) for t in range(task.d_vocab(n))] == \
+        [_old_label(case, n, t) for t in range(task.d_vocab(n))]
+    tokens, _ = task.sample(n, 5, generator=torch.Generator().manual_seed(0))
+    for row in tokens:
+        assert task.position_labels(n, row) == _old_position_labels(case, n, row.tolist())
+    with pytest.raises(ValueError, match="token id"):
+        task.token_label(n, task.d_vocab(n))
+    with pytest.raises(ValueError, match="slot j=4"):
+        task.value_pos(n, 4)
+
+
+def test_task_properties_and_identity():
+    import copy
+    import pickle
+
+    assert tasks.PERMUTED == (3, 5) and tasks.SAME_POSITION == (2, 3) and tasks.CONSECUTIVE == (4, 5)
+    assert [c for c, t in tasks.TASKS.items() if t.keys_by_position] == [1, 4]
+    assert [tasks.get(c).d_model(8) for c in tasks.CASES] == [8, 16, 16, 8, 8]
+    assert [tasks.get(c).paper.layers for c in tasks.CASES] == [1, 1, 1, 1, 2]
+    for task in tasks.TASKS.values():  # one object per presentation, even through pickle/copy
+        assert pickle.loads(pickle.dumps(task)) is task and copy.deepcopy(task) is task
+        assert repr(task) == f"Task(case={task.case}, {task.name!r})"
+    with pytest.raises(ValueError, match="case=0"):
+        tasks.get(0)
+
+
+def test_every_task_has_its_registered_constructions():
+    from interp.core import constructions
+    from interp.theory import softmax_construction, temperature  # noqa: F401 - they register
+
+    for case, task in tasks.TASKS.items():
+        assert "paper" in task.builders
+        model = task.builder("paper")(task, 5, torch.float64)
+        assert model.task is task  # the builder makes a model of its own task
+        assert (model.cfg.n_layers, model.cfg.d_model) == (task.paper.layers, task.paper.d_model)
+        assert constructions.build(case, 5).task is task
+    assert sorted(tasks.get(5).builders) == ["paper", "theorem35", "tiebroken"]
+    with pytest.raises(ValueError, match=r"case 2 has no construction 'theorem35'; accepted: one of \['paper'\]"):
+        tasks.get(2).builder("theorem35")
+    with pytest.raises(ValueError, match="already has a construction 'paper'"):
+        tasks.register_builder("paper", 1)(lambda task, n, dtype: None)

@@ -18,7 +18,8 @@ def test_to_str_tokens_names_the_task_tokens():
     assert model.to_string(t[0]) == "(0,2) (2,3) (1,2) (3,1) i*=2"
     five = constructions.build(5, 4)
     t5 = tasks.encode(5, keys=[1, 0, 3, 2], values=[2, 3, 0, 1], target=3)
-    assert five.to_str_tokens(t5[0]) == [str(i) for i in t5[0].tolist()]
+    assert five.to_str_tokens(t5[0]) == ["1", "2", "0", "3", "3", "0", "2", "1", "i*=3"]  # the query by position
+    assert five.to_string(t5[0]) == "1 2 0 3 3 0 2 1 i*=3"
 
 
 @pytest.mark.parametrize("case", tasks.CASES)

@@ -51,7 +51,7 @@ def _parity_model(n: int):
     Coordinates: 0..n-1 one-hot token, n = "position 1 or 3", n+1 = "final position".
     """
     cfg = models.make_config(5, n, n + 2, 1)
-    m = models.new_model(cfg)
+    m = models.new_model(cfg, 5)
     with torch.no_grad():
         for p in m.parameters():
             p.zero_()
@@ -107,7 +107,7 @@ def test_where_the_theorem_does_not_apply():
     from transformer_lens import HookedTransformerConfig
 
     cfg = {**models.make_config(5, 5, 4, 1, d_head=2).to_dict(), "n_heads": 2}
-    two_heads = models.new_model(HookedTransformerConfig(**cfg))
+    two_heads = models.new_model(HookedTransformerConfig(**cfg), 5)
     with pytest.raises(ValueError, match="one head"):
         find_counterexample(two_heads)
 
@@ -245,7 +245,7 @@ def test_fitted_one_head_models_stay_at_or_below_75_percent(n, steps, one_thread
     tokens, answers = tasks.enumerate_inputs(5, n, "permutation")
     for seed in (0, 1):
         model = _fit(n, 1, tokens, answers, seed=seed, steps=steps, lr=0.02)
-        check = check_bound(model, n)
+        check = check_bound(model)
         assert check.inputs == tasks.count_inputs(5, n, "permutation")
         assert check.families == check.inputs * (n - 1) // 4
         assert check.families_all_right == 0
@@ -272,6 +272,22 @@ def test_two_heads_can_exceed_75_percent(one_thread):
     two = [_fit(3, 2, tokens, answers, seed=s, steps=2000, lr=0.01, d=32) for s in range(3)]
     best = max(two, key=acc)
     assert acc(best) > 0.75
-    assert check_bound(best, 3).families_all_right > 0
+    assert check_bound(best).families_all_right > 0
     one = [_fit(3, 1, tokens, answers, seed=s, steps=2000, lr=0.01, d=32) for s in range(2)]
-    assert all(acc(m) <= 0.75 and check_bound(m, 3).families_all_right == 0 for m in one)
+    assert all(acc(m) <= 0.75 and check_bound(m).families_all_right == 0 for m in one)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_proof_reads_the_package_forward_which_matches_transformer_lens(mode):
+    """_run reads predictions, scores and patterns through interp.core.forward (the package's
+    one evaluation pass); they are TransformerLens's own (run_with_cache), row for row."""
+    from interp.theory.counterexample import _run, _with_mode, l_input, r_input
+
+    model = _with_mode(models.build_model(5, 5, 8, seed=2), mode)
+    inputs = [l_input(5, x, y) for x in range(4) for y in range(4)] + [r_input(5, 1, 2)]
+    preds, pattern, scores = _run(model, inputs)
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(torch.tensor(inputs))
+    assert preds == logits[:, -1].argmax(-1).tolist()
+    torch.testing.assert_close(scores, cache["blocks.0.attn.hook_attn_scores"][:, 0, -1])
+    torch.testing.assert_close(pattern, cache["blocks.0.attn.hook_pattern"][:, 0, -1])

@@ -210,3 +210,76 @@ def test_an_altered_constant_buffer_is_refused_too(tmp_path):
     _poison(path, "blocks.0.attn.IGNORE", {0: float("nan")})
     with pytest.raises(ValueError, match=r"tensor blocks.0.attn.IGNORE has non-finite values \(1 NaN\)"):
         checkpoints.load(path)
+
+
+# The architecture spec (issue 25): saved with the model, restored as model.spec.
+ALL_CHOICES = dict(d_mlp=6, mlp="last", residual="embed", attn_bias=False, unembed_bias=False,
+                   W_O="identity", init="mha")
+
+
+def _spec_model(**choices):
+    from interp.core import models
+
+    model = models.build_model(3, 4, 3, 2, "none", seed=1, **{**ALL_CHOICES, **choices})
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(0.1)
+    return model
+
+
+def _edit_meta(path, edit):
+    meta = json.loads((path / "config.json").read_text())
+    edit(meta["model"])
+    (path / "config.json").write_text(json.dumps(meta))
+
+
+def test_round_trip_restores_the_spec_its_fixed_tensors_and_hooks(tmp_path):
+    from interp.core import forward, models
+
+    model = _spec_model()
+    path = checkpoints.save(model, tmp_path / "m")
+    assert json.loads((path / "config.json").read_text())["model"]["spec"]["residual"] == "embed"
+    loaded = checkpoints.load(path)
+    assert loaded.spec == model.spec
+    assert {n for n, p in loaded.named_parameters() if not p.requires_grad} == set(
+        models.fixed_weights(model, model.spec))
+    models.check_spec(loaded, trainable=True)  # frozen at their values, the residual hook on
+    tokens, _ = _tokens(3, 4)
+    torch.testing.assert_close(loaded(tokens), model(tokens), atol=0, rtol=0)
+    torch.testing.assert_close(forward.final_logits(loaded, tokens), model(tokens)[:, -1], atol=1e-5, rtol=0)
+
+
+def test_a_trained_run_keeps_its_spec(tmp_path):
+    r = train(TrainConfig(case=5, n=3, d_token=4, n_layers=2, max_steps=5, eval_batches=1,
+                          batch_size=16, **ALL_CHOICES))
+    run = checkpoints.load_run(checkpoints.save(r, tmp_path / "r"))
+    assert run.model.spec == r.config.spec == run.config.spec
+
+
+def test_checkpoints_from_before_the_spec_load_with_defaults(result, tmp_path):
+    from interp.core import models
+
+    path = checkpoints.save(result, tmp_path / "old")
+    _edit_meta(path, lambda d: d.pop("spec"))  # as written before specs were stored
+    assert checkpoints.load(path).spec == result.config.spec  # from its TrainConfig
+    bare = checkpoints.save(models.build_model(4, 5, 3, seed=0), tmp_path / "bare")
+    _edit_meta(bare, lambda d: d.pop("spec"))
+    assert models.spec_of(checkpoints.load(bare)) is None  # nothing says what it is
+    older = checkpoints.save(models.build_model(4, 5, 3, 2, seed=0, d_mlp=8), tmp_path / "older")
+    _edit_meta(older, lambda d: d.update(spec={k: d["spec"][k] for k in ("case", "n", "d_token", "n_layers",
+                                                                           "pos_embed", "d_mlp")}))
+    assert checkpoints.load(older).spec == models.ModelSpec(4, 5, 3, 2, d_mlp=8)  # new fields: defaults
+
+
+def test_a_spec_that_does_not_fit_is_refused_naming_the_file(tmp_path):
+    path = checkpoints.save(_spec_model(attn_bias=True), tmp_path / "m")
+    _edit_meta(path, lambda d: d["spec"].update(attn_bias=False))  # the biases are not zero
+    with pytest.raises(ValueError, match=r"model.safetensors does not fit the spec.*b_Q.*attn_bias=False"):
+        checkpoints.load(path)
+    _edit_meta(path, lambda d: d["spec"].update(attn_bias=True, W_O="tied"))
+    with pytest.raises(ValueError, match=r"config.json: spec .*W_O='tied'; accepted"):
+        checkpoints.load(path)
+    _edit_meta(path, lambda d: d["spec"].update(W_O="free", n_layers=1))
+    with pytest.raises(ValueError, match=r"config.json: spec .*does not describe its hooked_config"):
+        checkpoints.load(path)

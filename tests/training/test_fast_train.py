@@ -166,7 +166,8 @@ def test_ensemble_seeds_equal_seeds_trained_alone():
 
 def test_batched_ensemble_is_exact_when_mkl_is_reproducible():
     """A stacked [seed, ...] ensemble gives each seed its solo bits under MKL_CBWR (subprocess):
-    two layers without and with MLPs, and one layer with seeds that stop at different steps."""
+    two layers without and with MLPs, with ModelSpec's choices, and one layer with seeds that
+    stop at different steps."""
     code = (
         "from interp.training import fast_train as ft\n"
         "from interp.training.trainer import TrainConfig, train, train_group\n"
@@ -176,7 +177,9 @@ def test_batched_ensemble_is_exact_when_mkl_is_reproducible():
         "stops = [TrainConfig(case=2, n=3, d_token=4, lr=0.01, max_steps=120, stop_loss=0.1,"
         " eval_batches=2, batch_size=64, seed=s) for s in range(3)]\n"
         "mlp = [c.replace(d_mlp=12, max_steps=20) for c in two]\n"
-        "for cs in (two, mlp, stops):\n"
+        "spec = [c.replace(d_mlp=12, mlp='last', residual='embed', attn_bias=False, W_O='identity',"
+        " init='mha', max_steps=20) for c in two]\n"
+        "for cs in (two, mlp, spec, stops):\n"
         "    e = ft.Ensemble(cs, batched=True)\n"
         "    while not e.done: e.step()\n"
         "    results = e.results()\n"
@@ -290,3 +293,97 @@ def test_two_layer_mlp_100_steps_follow_the_plain_loop_and_seeds_group_exactly()
     short = [config.replace(max_steps=30, seed=s) for s in range(2)]
     for r in train_group(short):
         _assert_same_runs(r, train(r.config))
+
+
+# ModelSpec's architecture choices (issue 25): each alone, then together (two layers with
+# mlp="last" and residual="embed" among them); every logit and gradient as TransformerLens's.
+SPEC_CHOICES = [
+    dict(d_mlp=10, mlp="last"), dict(attn_bias=False), dict(unembed_bias=False),
+    dict(W_O="identity"), dict(residual="embed"), dict(d_mlp=10, residual="embed"), dict(init="mha"),
+]
+ALL_CHOICES = dict(d_mlp=10, mlp="last", residual="embed", attn_bias=False, unembed_bias=False,
+                   W_O="identity")
+# float32 at 1e-5 needs logits of a few units: TransformerLens's own forward is ~1e-6 relative
+# from the exact value, and N(0, 1) embeddings ("pytorch", "mha") put two-layer MLP logits near
+# 20, where TransformerLens and the fast path are both ~1e-5 from float64. There the float64
+# test below shows exactness (1e-10); with init="mha" here, one layer or no MLP.
+SPEC_COMBOS = [
+    dict(n_layers=2, d_mlp=10, mlp="last", residual="embed"),
+    dict(n_layers=2, **ALL_CHOICES),
+    dict(n_layers=2, attn_bias=False, W_O="identity", residual="embed", init="mha"),
+    dict(n_layers=1, **ALL_CHOICES, init="mha"),
+]
+
+
+def _ids(choices):
+    return ",".join(f"{k}={v}" for k, v in choices.items())
+
+
+@pytest.mark.parametrize("choices", SPEC_CHOICES, ids=_ids)
+@pytest.mark.parametrize("n_layers", [1, 2])
+@pytest.mark.parametrize("case,pos_embed,d_token", [(1, "learned", 3), (2, "none", 8), (4, "none", 3), (5, "learned", 8)])
+def test_each_architecture_choice_is_exact(choices, n_layers, case, pos_embed, d_token):
+    config = TrainConfig(case=case, n=6, d_token=d_token, n_layers=n_layers, pos_embed=pos_embed, **choices)
+    ref_grads = _assert_fast_path_matches_transformer_lens(_perturbed(config), case, 6)
+    if config.d_mlp:
+        assert ref_grads[f"blocks.{n_layers - 1}.mlp.W_in"].abs().sum() > 0
+
+
+@pytest.mark.parametrize("choices", SPEC_COMBOS, ids=_ids)
+@pytest.mark.parametrize("case,pos_embed", list(itertools.product(tasks.CASES, ("learned", "none"))))
+@pytest.mark.parametrize("d_token", [3, 8])  # d_model below and above n: both value paths
+def test_architecture_combinations_are_exact(choices, case, pos_embed, d_token):
+    config = TrainConfig(case=case, n=6, d_token=d_token, pos_embed=pos_embed, **choices)
+    model = _perturbed(config)
+    ref_grads = _assert_fast_path_matches_transformer_lens(model, case, 6)
+    assert set(ref_grads) == {k for k, p in model.named_parameters() if p.requires_grad}
+    if config.mlp == "last" and config.n_layers == 2:  # the zero MLP of block 0 is left out
+        assert "W_in" not in ft.stack_params([model])["layers"][0]
+
+
+@pytest.mark.parametrize("case", [1, 2, 5])
+def test_architecture_combination_is_exact_in_float64(case):
+    """Every choice at once, two layers: the regrouping is the same function (1e-10)."""
+    config = TrainConfig(case=case, n=6, d_token=8, n_layers=2, **ALL_CHOICES, init="mha")
+    model = _perturbed(config).to(torch.float64, print_details=False)
+    tokens, answers = tasks.sample(case, 6, 32, generator=torch.Generator().manual_seed(2))
+    ref_logits = model(tokens)[:, -1]
+    F.cross_entropy(ref_logits, answers).backward()
+    ref = {k: p.grad.clone() for k, p in model.named_parameters() if p.requires_grad}
+    model.zero_grad(set_to_none=True)
+    logits = ft.model_final_logits(model, tokens)
+    F.cross_entropy(logits, answers).backward()
+    torch.testing.assert_close(logits, ref_logits, atol=1e-10, rtol=0)
+    for name, p in model.named_parameters():
+        if p.requires_grad and not name.endswith("b_K"):
+            torch.testing.assert_close(p.grad, ref[name], atol=1e-10, rtol=0, msg=name)
+
+
+def test_architecture_choices_train_as_the_plain_loop_and_keep_fixed_tensors():
+    config = TrainConfig(case=5, n=4, d_token=8, n_layers=2, max_steps=100, stop_loss=0.0,
+                         curve_every=1, eval_batches=1, batch_size=64, **ALL_CHOICES, init="mha")
+    ref_losses, ref_model = _plain_loop(config, 100)
+    result = train(config)
+    torch.testing.assert_close(
+        torch.tensor([v for _, v in result.curve]), torch.tensor(ref_losses), atol=1e-4, rtol=0
+    )
+    fixed = init_model(config).state_dict()
+    for (name, p), q in zip(result.model.named_parameters(), ref_model.parameters(), strict=True):
+        if not p.requires_grad:  # a fixed tensor: untouched by training
+            assert torch.equal(p, fixed[name]) and torch.equal(q, fixed[name]), name
+        elif not name.endswith("b_K"):
+            torch.testing.assert_close(p, q, atol=1e-3, rtol=0, msg=name)
+    assert result.model.spec == config.spec
+
+
+def test_refuses_a_model_whose_fixed_tensor_was_edited_or_unfrozen():
+    config = TrainConfig(case=4, n=5, d_token=4, n_layers=2, d_mlp=6, mlp="last", attn_bias=False)
+    model = init_model(config)
+    model.blocks[0].mlp.W_out.requires_grad_(True)
+    with pytest.raises(ValueError, match=r"blocks\.0\.mlp\.W_out is trainable, but mlp='last'"):
+        ft.check_model(model)
+    model = init_model(config)
+    with torch.no_grad():
+        model.blocks[1].attn.b_V[0, 0] = 0.5
+    with pytest.raises(ValueError, match=r"blocks\.1\.attn\.b_V.*attn_bias=False"):
+        ft.Ensemble([config], models_=[model])

@@ -36,6 +36,13 @@ BAD_FIELDS = [
     dict(testcase_name="float n", field="n", value=10.0),
     dict(testcase_name="d_mlp negative", field="d_mlp", value=-1),
     dict(testcase_name="d_mlp bool", field="d_mlp", value=True),
+    dict(testcase_name="mlp", field="mlp", value="first"),
+    dict(testcase_name="mlp last without an MLP", field="mlp", value="last"),
+    dict(testcase_name="attn_bias int", field="attn_bias", value=1),
+    dict(testcase_name="unembed_bias str", field="unembed_bias", value="no"),
+    dict(testcase_name="W_O", field="W_O", value="tied"),
+    dict(testcase_name="residual", field="residual", value="pre-norm"),
+    dict(testcase_name="init mha typo", field="init", value="MHA"),
 ]
 
 
@@ -56,18 +63,31 @@ def test_defaults_are_the_papers_protocol():
     assert (c.n_layers, c.pos_embed, c.function) == (1, "learned", "permutation")
 
 
+#: the fields a TrainConfig had before d_mlp and the architecture choices (issue 25) existed
+OLD_FIELDS = ("case", "n", "d_token", "n_layers", "pos_embed", "seed", "lr", "batch_size",
+              "max_steps", "stop_loss", "eval_batches", "curve_every", "init", "function")
+NEW_CHOICES = dict(mlp="last", attn_bias=False, unembed_bias=False, W_O="identity", residual="embed")
+
+
+def _hash(d: dict) -> str:
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def test_dict_round_trip_and_name():
     c = TrainConfig(case=5, n=20, d_token=200, n_layers=2, seed=3)
     d = json.loads(json.dumps(c.to_dict()))
     assert TrainConfig.from_dict(d) == c
-    assert d.pop("d_mlp") == 0  # attention-only: not hashed, so names predate the field
-    expected = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
-    assert c.name() == expected
-    assert TrainConfig.from_dict(d) == c  # dicts written before d_mlp existed still load
+    old = {k: d[k] for k in OLD_FIELDS}
+    assert c.name() == _hash(old)  # every field added since is at its default: not hashed
+    assert TrainConfig.from_dict(old) == c  # dicts written before d_mlp existed still load
     m = c.replace(d_mlp=64)
     md = m.to_dict()
     assert md["d_mlp"] == 64 and TrainConfig.from_dict(md) == m
-    assert m.name() == hashlib.sha256(json.dumps(md, sort_keys=True).encode()).hexdigest()[:12]
+    assert m.name() == _hash({**old, "d_mlp": 64})
+    for field, value in NEW_CHOICES.items():  # each new choice off its default enters the name
+        changed = m.replace(**{field: value})
+        assert changed.name() == _hash({**old, "d_mlp": 64, field: value}), field
+        assert TrainConfig.from_dict(json.loads(json.dumps(changed.to_dict()))) == changed
     assert c.replace(seed=4).name() != c.name()
     with pytest.raises(ValueError, match="unknown TrainConfig fields"):
         TrainConfig.from_dict({**d, "dropout": 0.1})
