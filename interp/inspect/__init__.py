@@ -1,15 +1,21 @@
 """Seeing inside a model: hooks, probes, circuits, patching, analyses and views.
 
+Every function that takes a model reads its task from it (``model.task``, ``n =
+model.cfg.d_vocab_out``): ``f(model, tokens=None, *, case=None, n=None, ...)``, where ``case=``
+and ``n=`` are optional and checked against the model's.
+
 * :mod:`~interp.inspect.hooks` - attention patterns and where the construction attends.
 * :mod:`~interp.inspect.probes` - cos/sin probes and circle tests of key encodings.
 * :mod:`~interp.inspect.circuits` - QK and OV circuits through the embeddings.
-* :mod:`~interp.inspect.patching` - activation patching of the attended position.
-* :mod:`~interp.inspect.interventions` - ablation, direct logit attribution, logit lens, path
+* :mod:`~interp.inspect.interventions` - one patching engine (a generic patch and its setters),
+  patching of the attended position, ablation, direct logit attribution, logit lens, path
   patching and attribution patching, returning tensors.
 * :mod:`~interp.inspect.analysis` - per-seed measures of a sweep, mechanism labels, reports.
-* :mod:`~interp.inspect.labels` - mechanism labels, one-line verdicts, the legend of measures.
+* :mod:`~interp.inspect.labels` - mechanism labels, one-line verdicts, the legend of measures,
+  the written answers of the sweep reports.
 * :mod:`~interp.inspect.viz` - circuitsvis HTML (offline) and matplotlib figures.
 * :mod:`~interp.inspect.geometry` - the circle test of QK/OV read through the scores, calibrated on a null.
 * :mod:`~interp.inspect.notebook` - circuitsvis views in Jupyter, the script once per session.
 * :mod:`~interp.inspect.explore` - the sweep explorer: one offline HTML page of a sweep's seeds.
+* :mod:`~interp.inspect.curves` - loss curves drawn: one run, or a store's cells as small multiples.
 """

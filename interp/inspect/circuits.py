@@ -112,16 +112,17 @@ def _layer(model, layer: int) -> int:
     return layer % L
 
 
+@tasks.reads_task
 def key_query_vectors(
-    model, case: int, n: int, tokens=None, *, layer: int = -1, head: int = 0,
-    batch_size: int = 1024, seed: int = 0, at: str = "value",
+    model, tokens=None, *, case: int | None = None, n: int | None = None, layer: int = -1,
+    head: int = 0, batch_size: int = 1024, seed: int = 0, at: str = "value",
 ) -> KeyQueryVectors:
     """``hook_q`` at the final position per target and ``hook_k`` at the slots per key
     (``at``: the slots' value or key positions, :func:`vectors_from_cache`)."""
-    hooks.check_model(model, case, n)
+    task, n = hooks.check_model(model, case=case, n=n)
     layer = _layer(model, layer)
-    tokens = hooks.sample_inputs(case, n, batch_size, seed=seed) if tokens is None else tokens
-    view = hooks.read(case, n, tokens)
+    tokens = hooks.sample_inputs(task.case, n, batch_size, seed=seed) if tokens is None else tokens
+    view = hooks.read(task.case, n, tokens)
     names = (f"blocks.{layer}.attn.hook_q", f"blocks.{layer}.attn.hook_k")
     with torch.no_grad():
         _, cache = model.run_with_cache(view.tokens, names_filter=lambda name: name in names)
@@ -152,62 +153,78 @@ def qk_from_vectors(v: KeyQueryVectors) -> CircuitMatrix:
     return CircuitMatrix("QK", (v.queries @ v.keys.T / v.attn_scale).float())
 
 
-def qk_matrix(model, case: int, n: int, tokens=None, *, layer: int = -1, **kw) -> CircuitMatrix:
+@tasks.reads_task
+def qk_matrix(model, tokens=None, *, case: int | None = None, n: int | None = None,
+              layer: int = -1, **kw) -> CircuitMatrix:
     """``QK[a, b]``: mean score from target a to the slot with key b (see module docstring)."""
-    return qk_from_vectors(key_query_vectors(model, case, n, tokens, layer=layer, **kw))
+    return qk_from_vectors(key_query_vectors(model, tokens, case=case, n=n, layer=layer, **kw))
 
 
-def value_embeddings(model, case: int, n: int) -> Float[Tensor, "n d_model"]:
+@tasks.reads_task
+def value_embeddings(model, *, case: int | None = None, n: int | None = None) -> Float[Tensor, "n d_model"]:
     """The residual vector a value token v puts at its position (positional part left out)."""
-    hooks.check_model(model, case, n)
+    task, n = hooks.check_model(model, case=case, n=n)
     if models.has_pair_embedding(model):
         value_table = models.pair_tables(model)[1].detach()
         return torch.cat([torch.zeros_like(value_table), value_table], dim=1)
-    if case in tasks.SAME_POSITION:  # a pair model without the tied tables: rows 0*n + v
-        raise ValueError(f"case {case} model has no pair embedding (interp.core.models.tie_pair_embedding)")
+    if task.same_position:  # a pair model without the tied tables: rows 0*n + v
+        raise ValueError(f"case {task.case} model has no pair embedding (interp.core.models.tie_pair_embedding)")
     return model.W_E[:n].detach()
 
 
-def ov_matrix(model, case: int, n: int, *, layer: int = -1, head: int = 0) -> CircuitMatrix:
+@tasks.reads_task
+def ov_matrix(model, *, case: int | None = None, n: int | None = None, layer: int = -1,
+              head: int = 0) -> CircuitMatrix:
     """``OV[v, u] = E_v W_V W_O W_U``: the logits a fully attended value token v writes."""
-    hooks.check_model(model, case, n)
+    task, n = hooks.check_model(model, case=case, n=n)
     layer = _layer(model, layer)
-    E = value_embeddings(model, case, n).double()
+    E = value_embeddings(model, case=task.case, n=n).double()
     W_V = model.W_V[layer, head].detach().double()
     W_O = model.W_O[layer, head].detach().double()
     W_U = model.W_U.detach().double()
     return CircuitMatrix("OV", (E @ W_V @ W_O @ W_U).float())
 
 
+def _positional_task(model, case, n) -> tuple[tasks.Task, int]:
+    task, n = hooks.check_model(model, case=case, n=n)
+    if not task.keys_by_position:
+        raise ValueError(f"the model's case is {task.case}: positional keys are defined for cases "
+                         "1 and 4 only (a slot's position fixes its key)")
+    return task, n
+
+
+@tasks.reads_task
 def positional_qk(
-    model, case: int, n: int, tokens=None, *, layer: int = -1, head: int = 0, **kw
+    model, tokens=None, *, case: int | None = None, n: int | None = None, layer: int = -1,
+    head: int = 0, **kw,
 ) -> CircuitMatrix:
     """``QK_pos[a, b]``: query for target a against the positional embedding of key b's slot.
 
     Only for cases 1 and 4, where a slot's position fixes its key (slot_pos[b] = b or 2b + 1).
     """
-    if case not in (1, 4):
-        raise ValueError(f"case={case}: positional keys are defined for cases 1 and 4 only")
-    v = key_query_vectors(model, case, n, tokens, layer=layer, head=head, **kw)
-    return positional_qk_from_vectors(model, case, n, v, head=head)
+    task, n = _positional_task(model, case, n)
+    v = key_query_vectors(model, tokens, case=task.case, n=n, layer=layer, head=head, **kw)
+    return positional_qk_from_vectors(model, v, case=task.case, n=n, head=head)
 
 
-def positional_qk_from_vectors(model, case: int, n: int, v: KeyQueryVectors, *,
-                               head: int = 0) -> CircuitMatrix:
+@tasks.reads_task
+def positional_qk_from_vectors(model, v: KeyQueryVectors, *, case: int | None = None,
+                               n: int | None = None, head: int = 0) -> CircuitMatrix:
     """:func:`positional_qk` from mean query vectors already computed."""
-    if case not in (1, 4):
-        raise ValueError(f"case={case}: positional keys are defined for cases 1 and 4 only")
-    W_pos = model.W_pos[hooks.slot_positions(case, n)].detach().double()
+    task, n = _positional_task(model, case, n)
+    W_pos = model.W_pos[hooks.slot_positions(task.case, n)].detach().double()
     pos_keys = W_pos @ model.W_K[v.layer, head].detach().double()
     return CircuitMatrix("QK_pos", (v.queries @ pos_keys.T / v.attn_scale).float())
 
 
-def circuit_summary(model, case: int, n: int, tokens=None, **kw) -> dict:
+@tasks.reads_task
+def circuit_summary(model, tokens=None, *, case: int | None = None, n: int | None = None, **kw) -> dict:
     """QK, OV (and for cases 1, 4 positional QK) diagonal fractions and margins, flat."""
+    task, n = hooks.check_model(model, case=case, n=n)
     out = {}
-    mats = [qk_matrix(model, case, n, tokens, **kw), ov_matrix(model, case, n)]
-    if case in (1, 4):
-        mats.append(positional_qk(model, case, n, tokens, **kw))
+    mats = [qk_matrix(model, tokens, case=task.case, n=n, **kw), ov_matrix(model, case=task.case, n=n)]
+    if task.keys_by_position:
+        mats.append(positional_qk(model, tokens, case=task.case, n=n, **kw))
     for mat in mats:
         out.update({f"{mat.name}_{k}": v for k, v in mat.summary().items()})
     return out

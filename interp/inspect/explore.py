@@ -6,10 +6,13 @@ finished run that has a checkpoint (:func:`interp.inspect.analysis.measure`), la
 writes into ``DIR``:
 
 ==================== =========================================================================
-index.html           the sweep's table (group, seed, accuracy, outcome, mechanism, the main
-                     measures), its violins, the mechanism legend, a seed selector, and one
-                     hidden section per seed: its mechanism verdict, attention on several
-                     inputs, QK/OV heatmaps, probes and circle test, every measure
+index.html           titled after the sweep (the ``sweep`` its runs recorded), the sweep's
+                     table (group, seed, accuracy, outcome, mechanism, the main measures),
+                     its violins, the mechanism legend, a seed selector, and one hidden
+                     section per seed, about a screen tall: its mechanism verdict, a compact
+                     attention view (per input, the final query's attention row as a small
+                     heatmap), a "show all" button for circuitsvis's full views, QK/OV
+                     heatmaps and embedding circles side by side, probes, every measure
 circuitsvis.js       circuitsvis's bundled script, written once and referenced by every view
 violins.png          accuracy per d_token, one panel per config (seeds as dots)
 measures.png         per-seed measures by outcome (:func:`interp.inspect.viz.plot_seed_measures`)
@@ -22,9 +25,12 @@ why under "Skipped runs", so one bad checkpoint does not cost the page. Every fi
 whole or not at all (:func:`interp.training.files.write_file`).
 
 ``<id>`` is the run's name in the store. The page works from ``file://`` with no network:
-``index.html#seed=<id>`` opens a seed, and the selector and the table's links set that hash. A
-seed's attention views render (``renderViews``, :func:`interp.inspect.viz.html_page`) when its
-section is first shown, so a sweep of many seeds opens quickly.
+``index.html#seed=<id>`` opens a seed, and the selector and the table's links set that hash; a
+``#seed=`` naming no seed (or any other ``#...``) is said so on the page, above the first seed
+shown instead. Seeds are listed by group in numeric order
+(:func:`interp.inspect.labels.sort_by_group`). A seed's circuitsvis views render
+(``renderViews``, :func:`interp.inspect.viz.html_page`) only when its "show all" button opens
+them, so a sweep of many seeds opens quickly and a seed fits a screen.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import math
 import re
 from pathlib import Path
 
-from interp.inspect import analysis, circuits, labels, viz
+from interp.inspect import analysis, circuits, hooks, labels, viz
 from interp.training.files import save_figure, write_file
 
 log = logging.getLogger(__name__)
@@ -44,24 +50,50 @@ INDEX = "index.html"
 #: the sweep table's measure columns (every measure is in each seed's section)
 TABLE_MEASURES = ("mass", "hit", "qk_diag", "ov_diag", "follow", "acc_any")
 _JS = """
-function showSeed(id) {
+var SHOW = "show all attention views (circuitsvis, every layer)", HIDE = "hide the full attention views";
+function note(text) { var el = document.getElementById("hash-note"); el.textContent = text; el.hidden = !text; }
+function named(s) { return s.querySelector("h2").textContent + " (run " + s.dataset.seed + ")"; }
+function showSeed(id, asked) {
   var sections = document.querySelectorAll("section.seed"), shown = null;
   sections.forEach(function (s) { if (s.dataset.seed === id) shown = s; });
-  if (!shown && sections.length) { shown = sections[0]; id = shown.dataset.seed; }
+  if (!shown && sections.length) shown = sections[0];
   if (!shown) return;
+  if (asked !== undefined && shown.dataset.seed !== asked) {
+    note("No seed named '" + asked + "' in this sweep; showing the first seed, " + named(shown) +
+         ". Pick one below or click a row of the table."); }
+  id = shown.dataset.seed;
   sections.forEach(function (s) { s.hidden = s !== shown; });
   document.querySelectorAll("tr[data-seed]").forEach(function (r) {
     r.classList.toggle("selected", r.dataset.seed === id); });
   document.getElementById("seed-select").value = id;
-  renderViews(shown);
 }
-function fromHash() { var m = /seed=([\\w-]+)/.exec(location.hash); showSeed(m ? m[1] : ""); }
+function fromHash() {
+  var h = location.hash.replace(/^#/, "");
+  try { h = decodeURIComponent(h); } catch (e) { }
+  note("");
+  var m = /^seed=(.*)$/.exec(h);
+  if (m) { showSeed(m[1], m[1]); return; }
+  showSeed("");
+  var first = document.querySelector("section.seed");
+  if (h) note("The address asks for '#" + h + "', which this page does not know (it opens a " +
+              "seed with #seed=<run name>); showing the first seed" +
+              (first ? ", " + named(first) : "") + ".");
+}
+function toggleFull(button) {
+  var full = button.closest("section.seed").querySelector("div.full");
+  full.hidden = !full.hidden;
+  button.textContent = full.hidden ? SHOW : HIDE;
+  button.setAttribute("aria-expanded", full.hidden ? "false" : "true");
+  if (!full.hidden) renderViews(full);
+}
 window.addEventListener("hashchange", fromHash);
 document.addEventListener("DOMContentLoaded", function () {
-  document.getElementById("seed-select").addEventListener("change", function (e) {
-    location.hash = "seed=" + e.target.value; });
+  var select = document.getElementById("seed-select");
+  if (select) select.addEventListener("change", function (e) { location.hash = "seed=" + e.target.value; });
   document.querySelectorAll("tr[data-seed]").forEach(function (r) {
     r.addEventListener("click", function () { location.hash = "seed=" + r.dataset.seed; }); });
+  document.querySelectorAll("button.show-all").forEach(function (b) {
+    b.textContent = SHOW; b.addEventListener("click", function () { toggleFull(b); }); });
   fromHash();
 });
 """
@@ -71,6 +103,13 @@ table.sweep td, table.sweep th, table.measures td, table.measures th {
   border: 1px solid #ccc; padding: 2px 6px; }
 table.sweep tr[data-seed] { cursor: pointer; } tr.selected { background: #fff3b0; }
 section.seed { border-top: 3px solid #444; margin-top: 1.5em; } img { max-width: 100%; }
+.note { background: #fff3b0; border: 1px solid #c9a400; padding: 4px 8px; }
+.row { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+.row > div { flex: 1 1 0; min-width: 0; } div.scroll { overflow-x: auto; max-width: 100%; }
+p.key { font-size: 12px; margin: 2px 0; max-width: 40em; }
+table.compact { border-collapse: collapse; font-size: 11px; margin: 2px 0; }
+table.compact td, table.compact th { border: 1px solid #ccc; padding: 0 3px; text-align: center; }
+table.compact td.what { text-align: left; white-space: nowrap; }
 </style>
 """
 
@@ -100,7 +139,7 @@ def runs(store_path, where: dict | None = None):
     df = df.copy()
     df["outcome"] = [analysis.classify(a, int(n)) for a, n in zip(df.accuracy, df.n)]
     df["group"] = [analysis.group_label(r) for _, r in df.iterrows()]
-    return df.reset_index(drop=True)
+    return labels.sort_by_group(df)
 
 
 def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: int = 3,
@@ -137,14 +176,17 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
             continue
         row = {k: r[k] for k in ("name", "group", *analysis.GROUP_FIELDS, "seed", "outcome")}
         row.update(accuracy=float(r.accuracy), id=seed_id(r["name"]))
-        row.update(analysis.measure(model, int(r.case), int(r.n), batch_size=batch_size))
+        # the store's case and n, checked against the checkpoint's own
+        row.update(analysis.measure(model, case=int(r.case), n=int(r.n), batch_size=batch_size))
         row["mechanism"] = analysis.mechanism(row)
         sections.append(_seed_section(row, model, out, inputs))
         rows.append(row)
     table = pd.DataFrame(rows)
-    path = analysis.find_store(store_path)  # DIR/results/store.sqlite: named after DIR
-    title = f"Sweep explorer: {path.parent.parent.name if path.parent.name == 'results' else path.stem}"
-    body = f"{_STYLE}<h1>{html.escape(title)}</h1>\n" + _skipped(skipped)
+    path = analysis.find_store(store_path)
+    title = f"Sweep explorer: {analysis.sweep_name(df, path)}"  # whatever form the path took
+    body = (f"{_STYLE}<h1>{html.escape(title)}</h1>\n<p>store <code>{html.escape(str(path))}"
+            '</code></p>\n<p id="hash-note" class="note" role="status" hidden></p>\n'
+            + _skipped(skipped))
     if len(table):
         body += (f"<p>{len(table)} seeds in {table.group.nunique()} config(s); choose a seed below "
                  "or click a row.</p>\n" + _legend() + _sweep_table(table) + _selector(table)
@@ -167,9 +209,11 @@ def _skipped(skipped: dict[str, str]) -> str:
             f"their checkpoint cannot be used.</p>\n<ul>\n{items}</ul>\n</div>\n")
 
 
-def _fmt(v) -> str:
+def _fmt(v, key: str = "") -> str:
     if isinstance(v, bool):
         return str(v)
+    if isinstance(v, float) and key.startswith("r2_") and not math.isnan(v):
+        return html.escape(labels.r2_text(v, ".3g"))  # a floored R^2 says so
     if isinstance(v, float):
         return "n/a" if math.isnan(v) else f"{v:.3g}"
     return html.escape(str(v))
@@ -217,29 +261,77 @@ def _sweep_figures(table, out: Path) -> str:
 
 def _seed_section(row: dict, model, out: Path, inputs: int) -> str:
     """One seed's section (hidden until selected); writes its figures under ``seeds/<id>/``."""
-    sid, case, n = row["id"], int(row["case"]), int(row["n"])
+    sid, own = row["id"], dict(case=int(row["case"]), n=int(row["n"]))
     folder = out / "seeds" / sid
     folder.mkdir(parents=True, exist_ok=True)
     title = f"{row['group']}, seed {int(row['seed'])}"
-    save_figure(viz.plot_circuits(circuits.qk_matrix(model, case, n), circuits.ov_matrix(model, case, n),
+    save_figure(viz.plot_circuits(circuits.qk_matrix(model, **own), circuits.ov_matrix(model, **own),
                                   title=title), folder / "circuits.png", dpi=80, close=True)
-    save_figure(viz.plot_circles(model, case, n, title=title), folder / "circles.png", dpi=80, close=True)
-    views = viz.attention_views(model, case, n, inputs=inputs, key=sid)
+    save_figure(viz.plot_circles(model, title=title, **own), folder / "circles.png", dpi=80, close=True)
+    tokens = hooks.sample_inputs(own["case"], own["n"], inputs, seed=0)  # the same in both views
+    views = viz.attention_views(model, tokens, inputs=inputs, key=sid, **own)
     return (f'<section class="seed" id="seed-{sid}" data-seed="{sid}" hidden>\n'
             f"<h2>{html.escape(title)}</h2>\n<p>run <code>{html.escape(str(row['name']))}</code>: "
             f"accuracy {row['accuracy']:.3f} ({row['outcome']})</p>\n"
             + viz.mechanism_html(row["mechanism"])
-            + f"<h3>Attention on {inputs} input(s)</h3>\n{views}"
-            + f'<h3>QK and OV circuits</h3>\n<img src="seeds/{sid}/circuits.png" alt="QK and OV">\n'
-            + _probes(row) + f'<img src="seeds/{sid}/circles.png" alt="embedding circles">\n'
+            + f'<div class="row">\n<div>\n<h3>Attention on {inputs} input(s)</h3>\n'
+            + compact_attention(model, tokens, **own)
+            + '<p><button type="button" class="show-all" aria-expanded="false">show all</button></p>\n'
+            + f"</div>\n<div>\n{_probes(row)}</div>\n</div>\n"
+            + f'<div class="full" hidden>\n{views}</div>\n'
+            + "<h3>QK and OV circuits; the embeddings on their circles</h3>\n<div class=\"row\">"
+            + f'<div><img src="seeds/{sid}/circuits.png" alt="QK and OV"></div>'
+            + f'<div><img src="seeds/{sid}/circles.png" alt="embedding circles"></div></div>\n'
             + _measures(row) + "</section>\n")
+
+
+def compact_attention(model, tokens, *, case: int, n: int) -> str:
+    """A seed's attention in a few lines: per input (``tokens`` [batch, pos]), the target, the
+    answer and the model's, and the last layer's attention from the final position (the query)
+    to every position as a small heatmap under the positions' tokens; the construction's
+    position outlined, the model's argmax in bold red (:func:`interp.inspect.viz.html_page`'s
+    classes). circuitsvis shows every layer and query (the "show all" views)."""
+    task, n = hooks.check_model(model, case=case, n=n)
+    view = hooks.read(task.case, n, tokens)
+    said = hooks.predictions(model, tokens)
+    rows = hooks.attention_patterns(model, tokens)[-1, :, -1]  # last layer, final query: [batch, key_pos]
+    lines = []
+    for k in range(len(tokens)):
+        names = task.position_labels(n, tokens[k:k + 1])
+        built, top = int(view.attended[k]), int(rows[k].argmax())
+        answer, model_says = int(view.answer[k]), int(said[k])
+        wrong = "" if model_says == answer else ' class="wrong"'
+        weights = [float(w) for w in rows[k]]
+        lines.append(f'<tr><th rowspan="2">{k + 1}</th><td class="what" rowspan="2">i* = '
+                     f"{int(view.target[k])}, f(i*) = {answer}, model <span{wrong}>{model_says}</span></td>"
+                     + "".join(_cell(p, built, top, html.escape(lab)) for p, lab in enumerate(names))
+                     + "</tr>\n<tr>" + "".join(_cell(p, built, top, f"{w:.2f}", _shade(w))
+                                               for p, w in enumerate(weights)) + "</tr>\n")
+    return ('<p class="key">Per input: the positions\' tokens, then the last layer\'s attention from '
+            "the final position (darker: more); outlined: where the construction attends, bold red: "
+            'the model\'s argmax.</p>\n<div class="scroll"><table class="compact">\n'
+            + "".join(lines) + "</table></div>\n")
+
+
+def _cell(p: int, built: int, top: int, body: str, style: str = "") -> str:
+    """A compact view's cell at position ``p``: outlined where the construction attends
+    (``built``), bold red at the model's argmax (``top``)."""
+    marks = [c for c, on in (("construction", p == built), ("argmax", p == top)) if on]
+    cls = f' class="{" ".join(marks)}"' if marks else ""
+    return f"<td{cls}{style}>{body}</td>"
+
+
+def _shade(weight: float) -> str:
+    """A heatmap cell's colour for an attention weight in [0, 1]."""
+    ink = "; color: white" if weight > 0.55 else ""
+    return f' style="background: rgba(31, 119, 180, {weight:.2f}){ink}"'
 
 
 def _probes(row: dict) -> str:
     """The cos/sin probes of every embedding table and of the final residual, and the circle
     test of the last layer's key vectors."""
     sources = [k[3:] for k, v in row.items() if k.startswith("r2_") and not math.isnan(v)]
-    lines = "".join(f"<tr><td>{s}</td><td>{_fmt(row[f'r2_{s}'])}</td><td>{_fmt(row.get(f'm_{s}'))}"
+    lines = "".join(f"<tr><td>{s}</td><td>{_fmt(row[f'r2_{s}'], 'r2_')}</td><td>{_fmt(row.get(f'm_{s}'))}"
                     f"</td><td>{_fmt(row.get(f'N_{s}'))}</td></tr>\n" for s in sources)
     return ("<h3>Probes</h3>\n<table class=\"measures\"><tr><th>table</th><th>held-out R^2</th>"
             f"<th>frequency m</th><th>angles N</th></tr>\n{lines}</table>\n"
@@ -250,7 +342,7 @@ def _probes(row: dict) -> str:
 
 def _measures(row: dict) -> str:
     skip = {"name", "group", "id", *analysis.GROUP_FIELDS}
-    cells = "".join(f"<tr><td>{html.escape(k)}</td><td>{_fmt(v)}</td></tr>"
+    cells = "".join(f"<tr><td>{html.escape(k)}</td><td>{_fmt(v, k)}</td></tr>"
                     for k, v in row.items() if k not in skip)
     return ("<details><summary>Every measure (see <code>interp/inspect/analysis.py</code>)"
             f"</summary>\n<table class=\"measures\">{cells}</table>\n</details>\n")

@@ -50,7 +50,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.core import attention, models
+from interp.core import attention, models, tasks
 from interp.inspect import circuits, hooks
 
 # Thresholds of the verdict, read off experiments/analysis/geometry_null.py (geometry-null.md):
@@ -133,7 +133,8 @@ def double_centre(S: Float[Tensor, "row col"]) -> Float[Tensor, "row col"]:
 
 
 def fit_circle(points: Float[Tensor, "n 2"]) -> tuple[Tensor, Tensor]:
-    """Kasa's fit ``x^2 + y^2 = 2 a x + 2 b y + c``: (centre [2], radii [n] about it)."""
+    """Kasa's fit ``x^2 + y^2 = 2 a x + 2 b y + c``: (centre [2], radii [n] about it). The
+    package's one circle fit (``probes.circle_plane`` calls it too)."""
     A = torch.cat([2 * points, torch.ones(len(points), 1, dtype=points.dtype)], dim=1)
     sol = torch.linalg.lstsq(A, points.pow(2).sum(1, keepdim=True), driver="gelsd").solution[:, 0]
     centre = sol[:2]
@@ -145,13 +146,20 @@ def _rcv(radii: Tensor) -> float:
     return float(radii.std() / mean) if mean > 0 else math.nan
 
 
+def angle_gaps(angles: Float[Tensor, "n"]) -> tuple[Tensor, Tensor]:
+    """``(order, gaps)``: the points sorted by angle, and the angle from each sorted point to the
+    next (the last gap wraps round to the first point; the gaps sum to 2 pi). The package's one
+    angle-gap code (``probes.circle_test`` calls it too)."""
+    order = angles.argsort()
+    a = angles[order]
+    return order, torch.diff(torch.cat([a, a[:1] + 2 * math.pi]))
+
+
 def _spacing(angles: Float[Tensor, "n"]) -> tuple[float, tuple[int, ...]]:
     """rms distance of the sorted angles to least-squares even steps (in 2 pi / n), and the
     order of the points from the widest gap on."""
     n = len(angles)
-    order = angles.argsort()
-    a = angles[order]
-    gaps = torch.diff(torch.cat([a, a[:1] + 2 * math.pi]))
+    order, gaps = angle_gaps(angles)
     start = (int(gaps.argmax()) + 1) % n
     order = order.roll(-start)
     unwrapped = (angles[order] - angles[order[0]]) % (2 * math.pi)  # 0 = first, increasing
@@ -202,34 +210,39 @@ def score_circle(scores, *, name: str = "S") -> CircuitCircle:
 # ----------------------------------------------------------------------------- models
 
 
-def qk_circle(model, case: int, n: int, tokens=None, *, layer: int = -1, head: int = 0,
-              batch_size: int = 1024, seed: int = 0) -> CircuitCircle:
+@tasks.reads_task
+def qk_circle(model, tokens=None, *, case: int | None = None, n: int | None = None,
+              layer: int = -1, head: int = 0, batch_size: int = 1024, seed: int = 0) -> CircuitCircle:
     """:func:`score_circle` of ``circuits.qk_matrix``: targets (rows) against stored keys."""
-    qk = circuits.qk_matrix(model, case, n, tokens, layer=layer, head=head,
+    qk = circuits.qk_matrix(model, tokens, case=case, n=n, layer=layer, head=head,
                             batch_size=batch_size, seed=seed)
     return score_circle(qk.matrix, name="QK")
 
 
-def ov_circle(model, case: int, n: int, *, layer: int = -1, head: int = 0) -> CircuitCircle:
+@tasks.reads_task
+def ov_circle(model, *, case: int | None = None, n: int | None = None, layer: int = -1,
+              head: int = 0) -> CircuitCircle:
     """:func:`score_circle` of ``circuits.ov_matrix``: value tokens (rows) against outputs."""
-    return score_circle(circuits.ov_matrix(model, case, n, layer=layer, head=head).matrix, name="OV")
+    ov = circuits.ov_matrix(model, case=case, n=n, layer=layer, head=head)
+    return score_circle(ov.matrix, name="OV")
 
 
-def summary(model, case: int, n: int, tokens=None, *, qk: circuits.CircuitMatrix | None = None,
-            seed: int = 0) -> dict:
+@tasks.reads_task
+def summary(model, tokens=None, *, case: int | None = None, n: int | None = None,
+            qk: circuits.CircuitMatrix | None = None, seed: int = 0) -> dict:
     """``qk_*`` and ``ov_*`` columns (:meth:`CircuitCircle.summary`) for ``analysis.measure``.
 
     ``qk``: a QK matrix already computed (``circuits.qk_from_vectors`` of the measure's cache),
     else it is computed from ``tokens``. For n < :data:`MIN_N` every column is None (a circle is
     no constraint there).
     """
-    hooks.check_model(model, case, n)
+    task, n = hooks.check_model(model, case=case, n=n)
     if n < MIN_N:
         keys = ("circle", "top2", "balance", "rcv", "spacing", "fit", "inverted", "bias")
         return {f"{p}_{k}": None for p in ("qk", "ov") for k in keys}
-    qk = circuits.qk_matrix(model, case, n, tokens, seed=seed) if qk is None else qk
+    qk = circuits.qk_matrix(model, tokens, case=task.case, n=n, seed=seed) if qk is None else qk
     return {**score_circle(qk.matrix, name="QK").summary("qk"),
-            **ov_circle(model, case, n).summary("ov")}
+            **ov_circle(model, case=task.case, n=n).summary("ov")}
 
 
 # ----------------------------------------------------------------------------- controls
@@ -251,13 +264,13 @@ def _weights(model) -> dict[str, Tensor]:
     return W
 
 
-def _relabel(W: dict, case: int, n: int, perm: Tensor) -> None:
+def _relabel(W: dict, task: tasks.Task, n: int, perm: Tensor) -> None:
     """Symbol k takes the vectors of symbol perm[k]: tables, key positions, output columns."""
     for name in ("key", "value", "E"):
         if name in W:
             W[name] = W[name][perm]
-    if case in (1, 4):  # the position is the key
-        slots = hooks.slot_positions(case, n)
+    if task.keys_by_position:  # the position is the key
+        slots = hooks.slot_positions(task.case, n)
         W["pos"][slots] = W["pos"][slots[perm]]
     W["W_U"], W["b_U"] = W["W_U"][:, perm], W["b_U"][perm]
 
@@ -323,10 +336,10 @@ def _mix(W: dict, g: torch.Generator) -> None:
     W["W_U"] = Ai @ W["W_U"]
 
 
-def _load(model, case: int, n: int, W: dict):
+def _load(model, task: tasks.Task, n: int, W: dict):
     """A new model of the same kind holding W (widths read off W), attention modes copied."""
     L, d, h = W["W_Q"].shape
-    new = models.new_model(models.make_config(case, n, d, L, d_head=h, dtype=model.cfg.dtype))
+    new = models.new_model(models.make_config(task.case, n, d, L, d_head=h, dtype=model.cfg.dtype), task.case)
     if "key" in W:
         models.tie_pair_embedding(new, n)
     if not model.pos_embed.W_pos.requires_grad:
@@ -351,8 +364,9 @@ def _load(model, case: int, n: int, W: dict):
     return new.eval()
 
 
-def disguise(model, case: int, n: int, *, seed: int = 0, relabel: bool = True,
-             extra: float = 1.0, mix: bool = True, noise: float = 0.0):
+@tasks.reads_task
+def disguise(model, *, case: int | None = None, n: int | None = None, seed: int = 0,
+             relabel: bool = True, extra: float = 1.0, mix: bool = True, noise: float = 0.0):
     """A copy of an attention-only model with the same circuit geometry, hidden from the probes.
 
     ``relabel``: symbol k takes the vectors of a random symbol perm[k] (the key positions too in
@@ -363,7 +377,7 @@ def disguise(model, case: int, n: int, *, seed: int = 0, relabel: bool = True,
     (undone inside the weights); ``noise``: Gaussian noise of ``noise`` times each weight
     tensor's rms. Without noise every score and logit is unchanged up to the relabeling.
     """
-    hooks.check_model(model, case, n)
+    task, n = hooks.check_model(model, case=case, n=n)
     if not model.cfg.attn_only:
         raise ValueError("model has MLPs (d_mlp > 0); accepted: attention-only models")
     if not (extra >= 0 and noise >= 0 and math.isfinite(extra) and math.isfinite(noise)):
@@ -371,7 +385,7 @@ def disguise(model, case: int, n: int, *, seed: int = 0, relabel: bool = True,
     g = torch.Generator().manual_seed(seed)
     W = _weights(model)
     if relabel:
-        _relabel(W, case, n, torch.randperm(n, generator=g))
+        _relabel(W, task, n, torch.randperm(n, generator=g))
     if extra > 0:
         _extra(W, extra, g)
     if mix:
@@ -380,4 +394,4 @@ def disguise(model, case: int, n: int, *, seed: int = 0, relabel: bool = True,
         if noise > 0 and name in W and bool(W[name].abs().max() > 0):
             rms = float(W[name].pow(2).mean().sqrt())
             W[name] = W[name] + noise * rms * torch.randn(W[name].shape, generator=g, dtype=torch.float64)
-    return _load(model, case, n, W)
+    return _load(model, task, n, W)

@@ -1,11 +1,15 @@
 """Attention read through TransformerLens hooks, and where the paper's constructions attend.
 
-Every analysis in :mod:`interp.inspect.probes`, :mod:`interp.inspect.circuits` and :mod:`interp.inspect.patching` takes
-any HookedTransformer of ours (an analytic construction from :func:`interp.core.constructions.build`,
-a trained checkpoint, or a fresh :func:`interp.core.models.build_model`) together with the ``(case, n)``
-it is for, reads activations with ``run_with_cache`` / ``run_with_hooks`` (temporary hooks that
-TransformerLens removes on exit; permanent attention-mode hooks stay as they are), and returns
-data. Nothing here changes a weight, a flag or a hook of the model.
+Every analysis in :mod:`interp.inspect.probes`, :mod:`interp.inspect.circuits` and
+:mod:`interp.inspect.interventions` takes any HookedTransformer of ours (an analytic construction
+from :func:`interp.core.constructions.build`, a trained checkpoint, or a fresh
+:func:`interp.core.models.build_model`) and reads its task from it: ``model.task`` and
+``n = model.cfg.d_vocab_out`` (:func:`check_model`; ``case=`` / ``n=`` are accepted as keywords
+and checked against the model's). It reads activations with ``run_with_cache`` /
+``run_with_hooks`` (temporary hooks that TransformerLens removes on exit; permanent
+attention-mode hooks stay as they are) and returns data. Nothing here changes a weight, a flag
+or a hook of the model. The functions below that take ``(case, n)`` and no model describe inputs
+only.
 
 Slots. An input of any case stores n (key, value) *slots*: slot j holds key ``keys[j]`` and value
 ``values[j]``, and its value is carried by the token at position ``slot_pos[j]``:
@@ -40,18 +44,20 @@ from torch import Tensor
 from interp.core import forward, tasks
 
 
-def check_model(model, case: int, n: int) -> None:
-    """Raise ValueError unless ``model`` has the shapes of a (case, n) task model."""
-    tasks.check_case(case), tasks.check_n(n)
-    cfg = model.cfg
-    want = dict(n_ctx=tasks.seq_len(case, n), d_vocab=tasks.d_vocab(case, n), d_vocab_out=n)
-    for name, value in want.items():
-        got = getattr(cfg, name)
-        if got != value:
-            raise ValueError(
-                f"model has {name}={got}, but case {case} with n={n} needs {name}={value}; "
-                "pass the (case, n) the model was built for"
-            )
+@tasks.reads_task
+def check_model(model, *, case: int | None = None, n: int | None = None) -> tuple[tasks.Task, int]:
+    """The model's ``(task, n)`` (:func:`interp.core.tasks.of`: ``model.task`` and
+    ``cfg.d_vocab_out``; ``case=`` / ``n=`` checked against them), after checking that the
+    model's context and vocabulary are that task's: a ValueError otherwise."""
+    task, n = tasks.of(model, case=case, n=n)
+    task.check_config(model.cfg)
+    return task, n
+
+
+def moves_keys_first(task: tasks.Task, n_layers: int) -> bool:
+    """Does the construction's first layer move each key onto its value's position before the
+    last layer matches (case 5 with two layers, Theorem 3.8)?"""
+    return task.permuted and task.consecutive and n_layers == 2  # not on tasks.Task (yet)
 
 
 def sample_inputs(
@@ -71,7 +77,7 @@ def sample_inputs(
     tokens, _ = tasks.sample(case, n, batch_size, generator=g, function=function)
     targets = torch.arange(batch_size) % n
     targets = targets[torch.randperm(batch_size, generator=g)]
-    tokens[:, -1] = targets + (n * n if case in tasks.SAME_POSITION else 0)
+    tokens[:, -1] = tasks.get(case).query_token(n, targets)
     return tokens
 
 
@@ -105,8 +111,7 @@ class TaskView:
 
 def slot_positions(case: int, n: int) -> Int[Tensor, "n"]:
     """The position carrying slot j's value: j (cases 1-3) or 2j + 1 (cases 4, 5)."""
-    tasks.check_case(case), tasks.check_n(n)
-    return 2 * torch.arange(n) + 1 if case in tasks.CONSECUTIVE else torch.arange(n)
+    return tasks.get(case).value_positions(n)
 
 
 def slot_positions_at(case: int, n: int, at: str = "value") -> Int[Tensor, "n"]:
@@ -114,29 +119,19 @@ def slot_positions_at(case: int, n: int, at: str = "value") -> Int[Tensor, "n"]:
     consecutive cases 4-5, its key position 2j (``at="key"``)."""
     if at not in ("value", "key"):
         raise ValueError(f"at={at!r}; accepted: 'value' or 'key'")
-    if at == "key" and case not in tasks.CONSECUTIVE:
+    task = tasks.get(case)
+    if at == "key" and not task.consecutive:
         raise ValueError(f"at='key' needs keys at their own positions (cases 4, 5); got case {case}")
-    return slot_positions(case, n) - (1 if at == "key" else 0)
+    return task.key_positions(n) if at == "key" else task.value_positions(n)
 
 
 def read(case: int, n: int, tokens) -> TaskView:
-    """Split a batch of (valid) tokens into keys, values and target, as :func:`tasks.decode`."""
-    tokens = tasks.check_tokens(case, n, tokens)
-    batch = tokens.shape[0]
-    if case == 1:
-        keys = torch.arange(n).expand(batch, n)
-        values, target = tokens[:, :n], tokens[:, n]
-    elif case in tasks.SAME_POSITION:
-        if (tokens[:, :n] >= n * n).any() or (tokens[:, n] < n * n).any():
-            raise ValueError(f"case {case} needs n pair tokens < {n * n} then a query token >= {n * n}")
-        keys, values = tokens[:, :n] // n, tokens[:, :n] % n
-        target = tokens[:, n] - n * n
-    else:
-        keys, values = tokens[:, 0 : 2 * n : 2], tokens[:, 1 : 2 * n : 2]
-        target = tokens[:, 2 * n]
-    if not (keys.sort(dim=1).values == torch.arange(n)).all():
-        raise ValueError(f"the keys of some input are not a permutation of 0..{n - 1}")
-    return TaskView(case, n, tokens, keys, values, target, slot_positions(case, n))
+    """Split a batch of (valid) tokens into keys, values and target (:meth:`tasks.Task.read`,
+    the vectorised :func:`tasks.decode`)."""
+    task = tasks.get(case)
+    tokens = task.check_tokens(n, tokens)
+    keys, values, target = task.read(n, tokens)
+    return TaskView(case, n, tokens, keys, values, target, task.value_positions(n))
 
 
 def construction_targets(
@@ -151,7 +146,7 @@ def construction_targets(
     batch, pos = view.tokens.shape
     out = torch.full((n_layers, batch, pos), -1, dtype=torch.long)
     out[-1, :, -1] = view.attended
-    if case == 5 and n_layers == 2:
+    if moves_keys_first(tasks.get(case), n_layers):
         out[0] = (2 * (torch.arange(pos) // 2)).expand(batch, pos)
     return out
 
@@ -244,19 +239,21 @@ class AttentionReport:
         return pd.DataFrame(rows)
 
 
+@tasks.reads_task
 def attention_report(
-    model, case: int, n: int, tokens=None, *, batch_size: int = 512, seed: int = 0
+    model, tokens=None, *, case: int | None = None, n: int | None = None, batch_size: int = 512,
+    seed: int = 0,
 ) -> AttentionReport:
     """Attention patterns through hooks and the construction's positions for ``tokens``.
 
     ``tokens`` defaults to :func:`sample_inputs` (``batch_size``, ``seed``).
     """
-    check_model(model, case, n)
-    tokens = sample_inputs(case, n, batch_size, seed=seed) if tokens is None else tokens
-    tokens = tasks.check_tokens(case, n, tokens)
+    task, n = check_model(model, case=case, n=n)
+    tokens = sample_inputs(task.case, n, batch_size, seed=seed) if tokens is None else tokens
+    tokens = tasks.check_tokens(task.case, n, tokens)
     patterns = attention_patterns(model, tokens)
-    targets = construction_targets(case, n, model.cfg.n_layers, tokens)
-    return AttentionReport(case, n, patterns, targets)
+    targets = construction_targets(task.case, n, model.cfg.n_layers, tokens)
+    return AttentionReport(task.case, n, patterns, targets)
 
 
 def predictions(model, tokens) -> Int[Tensor, "batch"]:
@@ -265,9 +262,12 @@ def predictions(model, tokens) -> Int[Tensor, "batch"]:
     return forward.predictions(model, tokens)
 
 
-def accuracy(model, case: int, n: int, tokens=None, *, batch_size: int = 512, seed: int = 0) -> float:
-    """Fraction of inputs answered f(i*) (answers from :func:`read`, not from the model)."""
-    check_model(model, case, n)
-    tokens = sample_inputs(case, n, batch_size, seed=seed) if tokens is None else tokens
-    view = read(case, n, tokens)
+@tasks.reads_task
+def accuracy(model, tokens=None, *, case: int | None = None, n: int | None = None,
+             batch_size: int = 512, seed: int = 0) -> float:
+    """Fraction of inputs answered f(i*) (answers from :func:`read`, not from the model;
+    predictions from :func:`predictions`, the package's one evaluation pass)."""
+    task, n = check_model(model, case=case, n=n)
+    tokens = sample_inputs(task.case, n, batch_size, seed=seed) if tokens is None else tokens
+    view = read(task.case, n, tokens)
     return float((predictions(model, view.tokens) == view.answer).float().mean())

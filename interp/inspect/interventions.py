@@ -1,23 +1,107 @@
-"""Interventions that return data: ablation, direct logit attribution, logit lens, path
-patching and attribution patching, on any model of the toolkit, through TransformerLens hooks.
+"""Interventions that return data: activation patching, ablation, direct logit attribution,
+logit lens, path patching and attribution patching, on any model of the toolkit, through
+TransformerLens hooks.
+
+One patching engine, in TransformerLens's style (``transformer_lens.patching``: one generic
+patch and one-line ``partial`` specialisations): :func:`patch` runs the model with the
+activations at some hook points overwritten from source tensors, where a *setter* says
+(:func:`pos_setter`, :func:`pos_head_setter`, :func:`mask_setter`); :data:`patch_positions`,
+:data:`patch_head` and :data:`patch_mask` are the engine with one setter each. Ablation, path
+patching and :func:`patch_attended` are built on them.
 
 Every function reads the model only at the final position (where the task's answer is read)
-and returns tensors, never prints. The answer of an input is f(i*), taken from the tokens by
-:func:`interp.core.tasks.answers` (the model's case is needed for that: pass it). Axes follow
+and returns tensors or fractions, never prints. The answer of an input is f(i*), taken from the
+tokens by the model's task (``model.task``; ``case=`` is accepted and checked). Axes follow
 TransformerLens: ``batch``, ``pos``, ``head_index``, ``d_head``, ``d_model``, ``d_vocab_out``.
+
+**Patching the attended position** (:func:`patch_attended`): is the answer carried by the
+position the construction attends? For each clean input, :func:`corrupt` makes one with the same
+keys and target but another answer (the target slot's value swapped with another slot's, so a
+permutation stays one). The clean run then gets the corrupted run's activation
+
+* **attended**: at the attended position only (the slot with k_j = i*). If the answer is read
+  from there, the prediction follows the corrupted answer;
+* **control**: at every *other* slot position. If the answer is read from the attended position
+  only, the prediction stays the clean answer, although the swapped slot changed.
+
+The patched activation is ``blocks.L.hook_resid_pre`` (``hook="resid_pre"``: everything the last
+layer L reads at that position) or ``blocks.L.attn.hook_v`` (``hook="v"``: only the value vector,
+the attention pattern left clean). For case 5 with two layers, L = 1 reads the value position
+2j + 1 after layer 0 has copied the key there; keys are equal in both runs.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable
+
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from interp.core import tasks
+from interp.inspect import hooks
+
+# ----------------------------------------------------------------------------- the engine
+
+#: ``setter(activation, source, index) -> activation``: writes ``source`` into the (cloned)
+#: activation where ``index`` says
+Setter = Callable[[Tensor, Tensor, Any], Tensor]
 
 
-def _answers(case: int, model, tokens) -> Tensor:
-    return tasks.answers(case, model.cfg.d_vocab_out, tokens)
+def patch(
+    model, tokens: Int[Tensor, "batch pos"], sources: dict[str, Tensor], index=None, *,
+    setter: Setter,
+) -> Float[Tensor, "batch d_vocab_out"]:
+    """Final-position logits of ``tokens`` with the activation at each hook point named in
+    ``sources`` overwritten by ``setter(activation, sources[name], index)``; temporary hooks
+    (TransformerLens removes them on exit), no gradients. A source has the activation's shape;
+    :func:`pos_setter` and :func:`pos_head_setter` also take a batch axis of 1 (the same values
+    for every input)."""
+    missing = [name for name in sources if name not in model.hook_dict]
+    if missing or not sources:
+        raise ValueError(f"sources names {missing or 'no hook'}; accepted: hook points of this "
+                         f"model, e.g. {list(model.hook_dict)[:3]}")
+
+    def hook(act, hook):
+        return setter(act.clone(), sources[hook.name].to(act), index)
+
+    with torch.no_grad():
+        return model.run_with_hooks(tokens, fwd_hooks=[(name, hook) for name in sources])[:, -1]
+
+
+def pos_setter(act: Tensor, source: Tensor, pos) -> Tensor:
+    """``index`` = positions (an int, a list or a slice): every input, everything at them."""
+    act[:, pos] = source[:, pos]
+    return act
+
+
+def pos_head_setter(act: Tensor, source: Tensor, index) -> Tensor:
+    """``index`` = ``(positions, head)`` of a ``[batch, pos, head_index, d_head]`` activation."""
+    pos, head = index
+    act[:, pos, head] = source[:, pos, head]
+    return act
+
+
+def mask_setter(act: Tensor, source: Tensor, mask: Bool[Tensor, "batch pos"]) -> Tensor:
+    """``index`` = a ``[batch, pos]`` bool mask: each input at its own positions."""
+    act[mask] = source[mask]
+    return act
+
+
+patch_positions = partial(patch, setter=pos_setter)
+patch_positions.__doc__ = """``patch(model, tokens, sources, positions)``: every input at the
+same positions (:func:`pos_setter`)."""
+patch_head = partial(patch, setter=pos_head_setter)
+patch_head.__doc__ = """``patch(model, tokens, sources, (positions, head))``: one head's
+``[batch, pos, head_index, d_head]`` activation at some positions (:func:`pos_head_setter`)."""
+patch_mask = partial(patch, setter=mask_setter)
+patch_mask.__doc__ = """``patch(model, tokens, sources, mask)``: each input at the positions of
+its row of a ``[batch, pos]`` bool mask (:func:`mask_setter`)."""
+
+
+# ----------------------------------------------------------------------------- interventions
 
 
 def ablate(
@@ -34,35 +118,32 @@ def ablate(
                          f"head in 0..{model.cfg.n_heads - 1}")
     name = f"blocks.{layer}.attn.hook_z"
     pos = slice(None) if positions is None else torch.as_tensor(positions)
-    fill = None
     if kind == "mean":
         with torch.no_grad():
             _, cache = model.run_with_cache(tokens if reference is None else reference, names_filter=name)
-        fill = cache[name][:, :, head].mean(0)  # [pos, d_head]
-
-    def hook(z, hook):
-        z = z.clone()
-        z[:, pos, head] = 0.0 if fill is None else fill[pos]
-        return z
-
-    with torch.no_grad():
-        return model.run_with_hooks(tokens, fwd_hooks=[(name, hook)])[:, -1]
+        fill = cache[name].mean(0, keepdim=True)  # [1, pos, head_index, d_head]
+    else:
+        fill = torch.zeros(1, tokens.shape[-1], model.cfg.n_heads, model.cfg.d_head)
+    return patch_head(model, tokens, {name: fill}, (pos, head))
 
 
-def direct_logit_attribution(model, tokens: Int[Tensor, "batch pos"], case: int) -> dict[str, Tensor]:
+@tasks.reads_task
+def direct_logit_attribution(model, tokens: Int[Tensor, "batch pos"], *, case: int | None = None,
+                             n: int | None = None) -> dict[str, Tensor]:
     """How each source position writes the answer's logit at the final position, through the
     last attention layer, for attention-only models: ``per_position[b, p]`` = the last layer's
     pattern (final query -> p) times ``v_p W_O W_U[:, f(i*)]``, summed over heads; ``residual``
     = the final position's residual before that layer, ``bias`` = ``b_O W_U + b_U`` at the
     answer. The three add up to the answer's logit (``total``)."""
+    task, n = hooks.check_model(model, case=case, n=n)
     if not model.cfg.attn_only:
         raise ValueError("direct logit attribution here needs an attention-only model: an MLP after "
                          "the last attention layer is not linear in the positions")
     last = model.cfg.n_layers - 1
     names = {f"blocks.{last}.attn.hook_pattern", f"blocks.{last}.attn.hook_v", f"blocks.{last}.hook_resid_pre"}
     with torch.no_grad():
-        logits, cache = model.run_with_cache(tokens, names_filter=lambda n: n in names)
-        answers = _answers(case, model, tokens)
+        answers = task.answers(n, tokens)
+        logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name in names)
         attn = model.blocks[last].attn
         u = model.W_U[:, answers].T  # [batch, d_model]: the answer's unembedding direction
         pattern = cache[f"blocks.{last}.attn.hook_pattern"][:, :, -1]  # [batch, head, pos]
@@ -109,32 +190,25 @@ def path_patch(
         x = clean_cache[resid] - clean_cache[out] + corrupt_cache[out]  # the receiver's input on that path
         attn = model.blocks[receiver].attn
         weights = {"q": (attn.W_Q, attn.b_Q), "k": (attn.W_K, attn.b_K), "v": (attn.W_V, attn.b_V)}
-        pos = slice(None) if positions is None else torch.as_tensor(positions)
-
-        def patch(which):
-            W, b = weights[which]
-            patched = torch.einsum("bpm,hmd->bphd", x, W) + b  # [batch, pos, head, d_head]
-
-            def hook(act, hook):
-                act = act.clone()
-                act[:, pos] = patched[:, pos]
-                return act
-
-            return (f"blocks.{receiver}.attn.hook_{which}", hook)
-
-        return model.run_with_hooks(clean, fwd_hooks=[patch(w) for w in into])[:, -1]
+        sources = {f"blocks.{receiver}.attn.hook_{w}":  # [batch, pos, head, d_head]
+                   torch.einsum("bpm,hmd->bphd", x, weights[w][0]) + weights[w][1] for w in into}
+    pos = slice(None) if positions is None else torch.as_tensor(positions)
+    return patch_positions(model, clean, sources, pos)
 
 
+@tasks.reads_task
 def attribution_patching(
-    model, clean: Int[Tensor, "batch pos"], corrupt: Int[Tensor, "batch pos"], case: int, *, hook_name: str,
+    model, clean: Int[Tensor, "batch pos"], corrupt: Int[Tensor, "batch pos"], *,
+    case: int | None = None, n: int | None = None, hook_name: str,
 ) -> Tensor:
     """The first-order estimate of patching ``hook_name`` from ``corrupt`` into ``clean``, for
     the clean answer's logit minus the mean logit: ``(a_corrupt - a_clean) . d metric/d a`` at
     the clean activation, summed over the last axis (one number per batch and position, or per
     batch, position and head for ``[batch, pos, head, d]`` activations)."""
+    task, n = hooks.check_model(model, case=case, n=n)
     if hook_name not in model.hook_dict:
         raise ValueError(f"hook_name={hook_name!r} is not a hook point of this model")
-    answers = _answers(case, model, clean)
+    answers = task.answers(n, clean)
     saved = {}
 
     def keep(act, hook):  # a leaf from here on, so its gradient is kept
@@ -151,3 +225,82 @@ def attribution_patching(
         _, cache = model.run_with_cache(corrupt, names_filter=hook_name)
     act = saved["clean"]
     return ((cache[hook_name] - act.detach()) * act.grad).sum(-1)
+
+
+# ----------------------------------------------------------------------------- the attended position
+
+HOOKS = {"resid_pre": "blocks.{L}.hook_resid_pre", "v": "blocks.{L}.attn.hook_v"}
+
+
+def corrupt(case: int, n: int, tokens, *, seed: int = 0) -> Int[Tensor, "batch pos"]:
+    """Same keys and target, the target slot's value swapped with a random other slot's."""
+    view = hooks.read(case, n, tokens)
+    if n < 2:
+        raise ValueError(f"n={n}: corrupting needs two slots (n >= 2)")
+    g = torch.Generator().manual_seed(seed)
+    batch = view.tokens.shape[0]
+    j = view.slot_of_target
+    other = (j + torch.randint(1, n, (batch,), generator=g)) % n  # a slot != j
+    values = view.values.clone()
+    rows = torch.arange(batch)
+    values[rows, j], values[rows, other] = view.values[rows, other], view.values[rows, j]
+    return tasks.encode(case, view.keys if tasks.get(case).permuted else None, values, view.target)
+
+
+@dataclass(frozen=True)
+class PatchingResult:
+    """Fractions over the batch (predictions are ``logits[:, -1].argmax``)."""
+
+    hook_name: str
+    clean_acc: float  # clean prediction == clean answer
+    corrupt_acc: float  # corrupted prediction == corrupted answer
+    follow: float  # attended position patched: prediction == corrupted answer
+    control_keep: float  # every other slot patched: prediction == clean answer
+    changed: float  # fraction of inputs whose corrupted answer differs (1.0 unless values tie)
+
+    def summary(self) -> dict:
+        return dict(hook=self.hook_name, clean_acc=self.clean_acc, corrupt_acc=self.corrupt_acc,
+                    follow=self.follow, control_keep=self.control_keep)
+
+
+@tasks.reads_task
+def patch_attended(
+    model, tokens=None, *, case: int | None = None, n: int | None = None, hook: str = "resid_pre",
+    batch_size: int = 512, seed: int = 0, at: str = "value",
+) -> PatchingResult:
+    """Patch the attended position (and, as a control, the other slots) from corrupted runs
+    (module docstring); ``tokens`` default to :func:`interp.inspect.hooks.sample_inputs`.
+
+    ``at="key"`` (cases 4-5) patches the matching slot's key position 2j instead of its value
+    position 2j + 1, and the other slots' key positions as the control: the check for a
+    two-layer model that reads the answer at the key position (the "mirror" mechanism)."""
+    task, n = hooks.check_model(model, case=case, n=n)
+    slot_pos = hooks.slot_positions_at(task.case, n, at)
+    if hook not in HOOKS:
+        raise ValueError(f"hook={hook!r}; accepted: one of {tuple(HOOKS)}")
+    name = HOOKS[hook].format(L=model.cfg.n_layers - 1)
+    tokens = hooks.sample_inputs(task.case, n, batch_size, seed=seed) if tokens is None else tokens
+    clean = hooks.read(task.case, n, tokens)
+    bad = hooks.read(task.case, n, corrupt(task.case, n, clean.tokens, seed=seed + 1))
+    with torch.no_grad():
+        _, cache = model.run_with_cache(bad.tokens, names_filter=lambda x: x == name)
+    batch, pos = clean.tokens.shape
+    attended = torch.zeros(batch, pos, dtype=torch.bool)
+    attended[torch.arange(batch), slot_pos[clean.slot_of_target]] = True
+    others = torch.zeros(batch, pos, dtype=torch.bool)
+    others[:, slot_pos] = True
+    others &= ~attended
+    follow = patch_mask(model, clean.tokens, {name: cache[name]}, attended).argmax(-1)
+    control = patch_mask(model, clean.tokens, {name: cache[name]}, others).argmax(-1)
+
+    def frac(x: Tensor) -> float:
+        return float(x.float().mean())
+
+    return PatchingResult(
+        hook_name=name,
+        clean_acc=frac(hooks.predictions(model, clean.tokens) == clean.answer),
+        corrupt_acc=frac(hooks.predictions(model, bad.tokens) == bad.answer),
+        follow=frac(follow == bad.answer),
+        control_keep=frac(control == clean.answer),
+        changed=frac(bad.answer != clean.answer),
+    )

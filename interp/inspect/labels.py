@@ -3,12 +3,17 @@
 One place for the words that :mod:`interp.inspect.analysis` (reports), :mod:`interp.inspect.viz`
 (attention pages), :mod:`interp.inspect.explore` (the sweep explorer) and ``interp probe`` print
 about a model. :func:`mechanism` reads the flat dict of :func:`interp.inspect.analysis.measure`;
-:func:`verdict` turns it into one sentence; :data:`LEGEND` explains every measure in a line.
+:func:`verdict` turns it into one sentence; :data:`LEGEND` explains every measure in a line;
+:func:`answer` writes a sweep report's paragraphs about one group of seeds;
+:func:`group_sort_key` / :func:`sort_by_group` order groups (numbers as numbers) wherever they
+are listed; :func:`r2_text` writes an R^2 at the probes' floor as floored.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
+import re
 
 #: one line per label of :func:`mechanism`
 MECHANISMS = {
@@ -62,6 +67,25 @@ LEGEND = {
     "follow": "patching the attended position from a corrupted run moves the answer there (1)",
     "keep": "patching every other slot keeps the clean answer (1)",
 }
+
+
+#: a figure's axis label for a measure: what it is, in a few words (:func:`axis_label`)
+AXIS = {
+    "accuracy": "accuracy (fraction of inputs)",
+    "acc": "accuracy (fraction of inputs)",
+    "acc_any": "accuracy, f any function",
+    "mass": "attention on the construction's position",
+    "hit": "argmax at the construction's position",
+    "qk_diag": "QK rows peaking on the diagonal",
+    "ov_diag": "OV rows peaking on the diagonal",
+    "keys_top2": "key vectors: top-2 variance fraction",
+    "follow": "patched answers that follow",
+}
+
+
+def axis_label(measure: str) -> str:
+    """A short axis label for a measure (:data:`AXIS`), else the measure's name."""
+    return AXIS.get(measure, measure)
 
 
 def describe(measure: str) -> str:
@@ -118,3 +142,206 @@ def verdict(row) -> str:
            f"{row.get('qk_top2', math.nan):.2f})")
     return (f"{label}: accuracy {acc:.3f} (any f: {acc_any:.3f}); {MECHANISMS[label]} "
             f"Geometry: {geo}.")
+
+
+# ----------------------------------------------------------------------------- written answers
+
+
+def _mean(sub, col):
+    return float(sub[col].astype(float).mean()) if col in sub and len(sub) else math.nan
+
+
+def _range(sub, col) -> str:
+    if col not in sub or not len(sub):
+        return "n/a"
+    x = sub[col].astype(float)
+    return f"{x.mean():.2f} ({x.min():.2f}-{x.max():.2f})" if len(x) > 1 else f"{x.iloc[0]:.2f}"
+
+
+def _functional(d) -> str:
+    """Attention, circuits and patching of a set of seeds, in numbers."""
+    s = (f"Attention mass on the construction's position {_range(d, 'mass')} (on the query "
+         f"itself {_range(d, 'self_mass')}), argmax there {_range(d, 'hit')}, entropy "
+         f"{_range(d, 'entropy')} (0 = one-hot, 1 = uniform); QK rows peaking on the diagonal "
+         f"{_range(d, 'qk_diag')} (minimum there {_range(d, 'qk_anti')}), OV rows peaking on the "
+         f"diagonal {_range(d, 'ov_diag')} (minimum there {_range(d, 'ov_anti')})")
+    if "mass_keypos" in d and d["mass_keypos"].notna().any():
+        s += f"; mass on the matching key position 2j {_range(d, 'mass_keypos')}"
+    if "mass_L0" in d and d["mass_L0"].notna().any():
+        s += f"; layer 0, every position to its key 2(p//2): mass {_range(d, 'mass_L0')}"
+    if "qkpos_diag" in d and d["qkpos_diag"].notna().any():
+        s += f"; positional-embedding QK on the diagonal {_range(d, 'qkpos_diag')}"
+    return (s + f"; patching the attended position moves the answer in {_range(d, 'follow')} "
+            f"of inputs; accuracy when f is an arbitrary function (trained on permutations) "
+            f"{_range(d, 'acc_any')}.")
+
+
+def _geometry(d, r2_cols) -> str:
+    """The secondary geometry columns: ordered cos/sin probes and the key-vector PCA circle."""
+    geo = [f"{c[3:]} R^2 {_range(d, c)} (m = {_mode(d, 'm_' + c[3:])}, N = {_mode(d, 'N_' + c[3:])})"
+           for c in r2_cols]
+    return ("Secondary (label-ordered, so a circle with its keys in another order scores low): "
+            "best cos/sin probes " + "; ".join(geo) +
+            f"; key vectors' top-2 PCA plane: variance {_range(d, 'keys_top2')}, radius cv "
+            f"{_range(d, 'keys_rcv')}; embedding participation rank {_range(d, 'emb_rank')}.")
+
+
+def _count(d, col) -> int:
+    return int(d[col].fillna(False).astype(bool).sum())
+
+
+def _circle_verdict(d) -> str:
+    """The circuit circle test (:mod:`interp.inspect.geometry`) of a set of seeds, in words."""
+    if "qk_circle" not in d or not d["qk_circle"].notna().any():
+        return " Circle test: not applicable at n < 4 (any three points lie on a circle)."
+    k, qk, ov = len(d), _count(d, "qk_circle"), _count(d, "ov_circle")
+    s = (f" **Circle, read through the circuit** (order-free; thresholds from random and shuffled "
+         f"models, `experiments/analysis/geometry-null.md`): QK is a circle with the match on "
+         f"the diagonal in {qk} of {k} seed(s) (fit to c cos(theta_a - theta_b) "
+         f"{_range(d, 'qk_fit')}, top-2 energy {_range(d, 'qk_top2')}, radius cv "
+         f"{_range(d, 'qk_rcv')}); OV in {ov} of {k} (fit {_range(d, 'ov_fit')}, top-2 energy "
+         f"{_range(d, 'ov_top2')}).")
+    if qk == 0 and _mean(d, "qk_top2") < 0.9:
+        s += (" The scores use more than the construction's two dimensions: the key is matched, "
+              "but not on a circle.")
+    inv = _count(d, "qk_inverted")
+    if inv:
+        s += f" {inv} seed(s) have an inverted QK (scores lowest at the matching key)."
+    return s
+
+
+def _seeds(d) -> str:
+    return ", ".join(str(int(s)) for s in d.seed) or "none"
+
+
+def _mechanism_text(kind: str, d) -> str:
+    """The opening of one mechanism's paragraph: what the seeds ``d`` do, read off their numbers."""
+    head = f"**Successful seeds {_seeds(d)}"
+    if kind == "construction":
+        s = (f"{head}: the construction's mechanism.** QK matches the target key to the stored "
+             "key, OV copies the value, and the answer is read from the matching slot. ")
+        mass, self_mass = _mean(d, "mass"), _mean(d, "self_mass")
+        if mass >= 0.9:
+            return s + "Attention sits on that slot as in the construction. "
+        if self_mass >= 0.25 and mass + self_mass >= 0.75:
+            return s + ("Softmax splits the attention between that slot and the query position "
+                        "itself, which carries the same key and no value (the construction's "
+                        "leftmost rule breaks this tie towards the slot). ")
+        return s + f"Attention is softer than the construction's (mass {mass:.2f}). "
+    if kind == "inverted":
+        s = (f"{head}: an inverted mechanism.** Attention that *avoids* the matching slot "
+             "(QK rows have their minimum on the diagonal) and an OV circuit that writes "
+             "minus the value. When f is a permutation the values of all slots sum to the "
+             "same vector for every input, so an almost uniform attention output differs "
+             "between inputs only by the deficit at the matching slot, which OV turns into "
+             "the answer. ")
+        if _mean(d, "acc_any") < 0.5:
+            s += "As that reading predicts, these seeds fail when f is an arbitrary function, "
+        if _mean(d, "follow") < 0.5:
+            s += ("and patching a single slot (which breaks the permutation) does not move "
+                  "their answers. " if _mean(d, "acc_any") < 0.5 else
+                  "Patching a single slot does not move their answers. ")
+        return s
+    if kind == "mirror":
+        return (f"{head}: the construction run backwards.** The last layer attends the *key* "
+                "position 2j with k_j = i* (not its value position 2j + 1), so the first layer "
+                "must have moved each value back onto its key's position, where the paper's "
+                "construction moves each key forward onto its value's; the answers stay right "
+                "when f is an arbitrary function, so it is a lookup. QK, its circle and "
+                "patching are measured at that key position (patching it from a corrupted run "
+                "moves the answer); `mass` and the layer-0 measures score the paper's "
+                "direction. ")
+    return (f"{head}: neither the construction's mechanism nor the inverted one** by these "
+            "measures. ")
+
+
+def _failed_text(bad, r2_cols) -> str:
+    """The failed seeds' paragraph: the failure signatures their numbers show."""
+    kinds = []
+    if _mean(bad, "entropy") >= 0.8:
+        kinds.append("near-uniform attention")
+    elif _mean(bad, "hit") < 0.5:
+        kinds.append("sharp attention on the wrong position")
+    if _mean(bad, "qk_diag") < 0.5:
+        kinds.append("no key matching in QK")
+    if _mean(bad, "ov_diag") >= 0.9:
+        kinds.append("an OV circuit that already copies")
+    elif _mean(bad, "ov_diag") < 0.5:
+        kinds.append("no copying OV")
+    if _mean(bad, "emb_rank") < 1.5:
+        kinds.append("a collapsed embedding (participation rank < 1.5)")
+    return (f"**Failed seeds {_seeds(bad)}.** They show "
+            + (", ".join(kinds) if kinds else "no single failure signature") + ": "
+            + _functional(bad) + " " + _geometry(bad, r2_cols))
+
+
+def answer(sub) -> str:
+    """The written answer for one group of seeds (the per-seed table ``sub`` of
+    :func:`interp.inspect.analysis.analyze_sweep`): one paragraph per mechanism found among the
+    successful seeds, then the failed and partial seeds, every claim read off their numbers."""
+    ok, bad = sub[sub.outcome == "success"], sub[sub.outcome == "failed"]
+    part = sub[sub.outcome == "partial"]
+    text = [f"{len(ok)} successful seed(s) ({_seeds(ok)}), {len(bad)} failed ({_seeds(bad)}), "
+            f"{len(part)} partial ({_seeds(part)})."]
+    r2_cols = [c for c in sub.columns if c.startswith("r2_") and sub[c].notna().any()]
+    for kind in MECHANISMS:
+        d = ok[ok.mechanism == kind]
+        if len(d):
+            text.append(_mechanism_text(kind, d) + _functional(d) + _circle_verdict(d) + " "
+                        + _geometry(d, r2_cols))
+    if len(bad):
+        text.append(_failed_text(bad, r2_cols))
+    if len(part):
+        text.append(f"**Partial seeds {_seeds(part)}** ("
+                    + "; ".join(f"seed {int(r.seed)}: accuracy {r.accuracy:.2f}, QK rows on the "
+                                f"diagonal {r.qk_diag:.2f}, OV {r.ov_diag:.2f}, mechanism "
+                                f"{r.mechanism}" for _, r in part.iterrows())
+                    + "). " + _functional(part))
+    if len(sub) >= 3 and sub.accuracy.std() > 0.05:
+        for col, what in (("qk_diag", "the fraction of keys whose QK row peaks on the match"),
+                          ("ov_diag", "the fraction of values OV copies")):
+            r = float(sub.accuracy.astype(float).corr(sub[col].astype(float)))
+            if r >= 0.9:
+                text.append(f"Across the {len(sub)} seeds, accuracy follows {what} "
+                            f"(correlation {r:.2f}).")
+    return "\n\n".join(text)
+
+
+def _mode(d, col):
+    if col not in d or not d[col].notna().any():
+        return "n/a"
+    return str(int(d[col].mode().iloc[0]))
+
+
+# ----------------------------------------------------------------------------- order and numbers
+
+
+def group_sort_key(label) -> tuple:
+    """The order of group labels (and any label text) everywhere they are listed: the numbers in
+    the text compare as numbers, so ``d_token=8`` comes before ``d_token=16``."""
+    if isinstance(label, numbers.Real) and not isinstance(label, bool):
+        return ("", float(label))  # a number itself (1e-05 is no text to split)
+    parts = re.split(r"(\d+(?:\.\d+)?)", str(label))
+    return tuple(float(p) if i % 2 else p for i, p in enumerate(parts))
+
+
+def sort_by_group(df):
+    """``df`` (a column ``group``, and ``seed`` if present) with its rows in
+    :func:`group_sort_key` order of the group, then by seed; the index renumbered."""
+    if df.empty:
+        return df.reset_index(drop=True)
+    seeds = list(df["seed"].astype(float)) if "seed" in df else [0.0] * len(df)
+    order = sorted(range(len(df)), key=lambda i: (group_sort_key(df["group"].iloc[i]), seeds[i]))
+    return df.iloc[order].reset_index(drop=True)
+
+
+def r2_text(value, fmt: str = ".4f") -> str:
+    """An R^2 as text: a value at the probes' floor (:data:`interp.inspect.probes.R2_FLOOR`, -1)
+    reads ``<= -1 (floored)``, since the true held-out R^2 may be far below it."""
+    from interp.inspect.probes import R2_FLOOR
+
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if float(value) <= R2_FLOOR:
+        return f"<= {R2_FLOOR:g} (floored)"
+    return format(float(value), fmt)

@@ -36,7 +36,8 @@ import itertools
 import secrets
 from dataclasses import dataclass
 
-from interp.inspect import viz
+from interp.core import tasks
+from interp.inspect import hooks, viz
 
 #: a prefix unique to this kernel session, so the views of two open notebooks never share ids
 _SESSION = secrets.token_hex(3)
@@ -111,27 +112,26 @@ def _key() -> str:
     return f"nb{_SESSION}-{next(_COUNTER)}"
 
 
-def attention(model, case: int, n: int, tokens=None, *, title: str | None = None, inputs: int = 3,
-              mechanism: str | None = None, seed: int = 0, inline: bool = False) -> Html:
+@tasks.reads_task
+def attention(model, tokens=None, *, case: int | None = None, n: int | None = None,
+              title: str | None = None, inputs: int = 3, mechanism: str | None = None,
+              seed: int = 0, inline: bool = False) -> Html:
     """:func:`interp.inspect.viz.attention_html`'s views as a notebook output of a few KB (the
     script comes from :func:`script`, or is inlined into this output with ``inline``)."""
-    body = viz.attention_views(model, case, n, tokens, inputs=inputs, mechanism=mechanism,
-                               key=_key(), seed=seed)
+    task, n = hooks.check_model(model, case=case, n=n)
+    body = viz.attention_views(model, tokens, case=task.case, n=n, inputs=inputs,
+                               mechanism=mechanism, key=_key(), seed=seed)
     head = f"<h4>{html.escape(title)}</h4>\n" if title else ""
-    return _wrap(head + body, f"attention views: case {case}, n = {n}", inline)
+    return _wrap(head + body, f"attention views: case {task.case}, n = {n}", inline)
 
 
 def side_by_side(views, *, inputs: int = 3, seed: int = 0, inline: bool = False) -> Html:
     """Several models next to each other, as :func:`interp.inspect.viz.side_by_side_html`
-    (``views``: ``(title, model, case, n, mechanism)`` tuples), as one notebook output."""
-    views = list(views)
-    if not views or any(len(v) != 5 for v in views):
-        raise ValueError("views: a non-empty list of (title, model, case, n, mechanism) tuples")
+    (``views``: ``(title, model, mechanism)`` tuples), as one notebook output."""
     viz.check_inputs(inputs)
-    for _, _, _, _, mech in views:  # every label checked before any forward pass
-        viz.mechanism_html(mech)
+    views = viz.check_views(views)  # every label checked before any forward pass
     cols = [f"<div>\n<h4>{html.escape(str(name))}</h4>\n"
-            + viz.attention_views(model, case, n, inputs=inputs, mechanism=mech, key=_key(), seed=seed)
-            + "</div>\n" for name, model, case, n, mech in views]
+            + viz.attention_views(model, inputs=inputs, mechanism=mech, key=_key(), seed=seed)
+            + "</div>\n" for name, model, mech in views]
     return _wrap(f"<div class=\"side\">\n{''.join(cols)}</div>\n",
                  f"attention views of {len(views)} models side by side", inline)

@@ -46,7 +46,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.core import models, tasks
-from interp.inspect import circuits, hooks
+from interp.inspect import circuits, geometry, hooks
 
 
 #: R^2 below this is reported as this: any value < 0 already means "worse than the mean", and
@@ -145,9 +145,11 @@ def probe_table(
     return ProbeResult(source, len(X), int(best.N), int(best.m), float(best.r2), scores)
 
 
-def embedding_tables(model, case: int, n: int) -> dict[str, tuple[Tensor, Tensor]]:
-    """The probed tables of a (case, n) model: source -> (rows [r, d], labels [r])."""
-    hooks.check_model(model, case, n)
+@tasks.reads_task
+def embedding_tables(model, *, case: int | None = None,
+                     n: int | None = None) -> dict[str, tuple[Tensor, Tensor]]:
+    """The probed tables of a model: source -> (rows [r, d], labels [r])."""
+    task, n = hooks.check_model(model, case=case, n=n)
     k = torch.arange(n)
     out: dict[str, tuple[Tensor, Tensor]] = {}
     if models.has_pair_embedding(model):
@@ -158,25 +160,30 @@ def embedding_tables(model, case: int, n: int) -> dict[str, tuple[Tensor, Tensor
         out["token"] = (model.W_E[:n].detach(), k)
     W_pos = model.W_pos.detach()
     if bool(W_pos.abs().max() > 0):
-        if case in tasks.CONSECUTIVE:
-            out["pos_key"] = (W_pos[0 : 2 * n : 2], k)
-            out["pos_value"] = (W_pos[1 : 2 * n : 2], k)
+        if task.consecutive:
+            out["pos_key"] = (W_pos[task.key_positions(n)], k)
+            out["pos_value"] = (W_pos[task.value_positions(n)], k)
         else:
             out["pos"] = (W_pos[:n], k)
     return out
 
 
-def probe_model(model, case: int, n: int, *, N: int | None = None, **kw) -> list[ProbeResult]:
+@tasks.reads_task
+def probe_model(model, *, case: int | None = None, n: int | None = None, N: int | None = None,
+                **kw) -> list[ProbeResult]:
     """:func:`probe_table` on every embedding table of the model (see module docstring)."""
+    task, n = hooks.check_model(model, case=case, n=n)
     return [
         probe_table(rows, labels, n=n, N=N, source=name, **kw)
-        for name, (rows, labels) in embedding_tables(model, case, n).items()
+        for name, (rows, labels) in embedding_tables(model, case=task.case, n=n).items()
     ]
 
 
+@tasks.reads_task
 def probe_resid(
-    model, case: int, n: int, hook_name: str, tokens=None, *, label: str = "answer",
-    pos: int = -1, N: int | None = None, batch_size: int = 1024, seed: int = 0, **kw,
+    model, hook_name: str, tokens=None, *, case: int | None = None, n: int | None = None,
+    label: str = "answer", pos: int = -1, N: int | None = None, batch_size: int = 1024,
+    seed: int = 0, **kw,
 ) -> ProbeResult:
     """cos/sin probe from the activation at ``hook_name``, position ``pos``, to i* or f(i*).
 
@@ -184,14 +191,14 @@ def probe_resid(
     the final position holds cs(f(i*)) in every construction (coordinates 2-3 for cases 2-4,
     0-1 for cases 1 and 5).
     """
-    hooks.check_model(model, case, n)
+    task, n = hooks.check_model(model, case=case, n=n)
     if label not in ("answer", "target"):
         raise ValueError(f"label={label!r}; accepted: 'answer' or 'target'")
     if hook_name not in model.hook_dict:
         raise ValueError(f"hook_name={hook_name!r} is not a hook of the model, e.g. "
                          f"{[h for h in model.hook_dict if 'resid' in h][:4]}")
-    tokens = hooks.sample_inputs(case, n, batch_size, seed=seed) if tokens is None else tokens
-    view = hooks.read(case, n, tokens)
+    tokens = hooks.sample_inputs(task.case, n, batch_size, seed=seed) if tokens is None else tokens
+    view = hooks.read(task.case, n, tokens)
     with torch.no_grad():
         _, cache = model.run_with_cache(view.tokens, names_filter=lambda name: name == hook_name)
     act = cache[hook_name][:, pos]
@@ -231,8 +238,8 @@ def circle_plane(points: Float[Tensor, "n d"]) -> tuple[Tensor, Tensor, float, T
     """Points in their top-2 principal plane and the circle that best fits them there.
 
     Returns (P [n, 2] plane coordinates of the centred points, centre [2], radius, variance per
-    principal component). The circle is Kasa's algebraic fit: least squares for
-    ``x^2 + y^2 = 2 a x + 2 b y + c``, centre (a, b), radius sqrt(c + a^2 + b^2).
+    principal component). The circle is Kasa's algebraic fit (:func:`interp.inspect.geometry.fit_circle`);
+    its radius sqrt(c + a^2 + b^2) is the rms distance of the points from the centre.
     """
     X = points.detach().double()
     if X.ndim != 2 or X.shape[0] < 3 or X.shape[1] < 2:
@@ -240,10 +247,8 @@ def circle_plane(points: Float[Tensor, "n d"]) -> tuple[Tensor, Tensor, float, T
     X = X - X.mean(0, keepdim=True)
     _, S, Vh = torch.linalg.svd(X, full_matrices=False)
     P = X @ Vh[:2].T  # [n, 2]
-    A = torch.cat([2 * P, torch.ones(len(P), 1, dtype=P.dtype)], dim=1)
-    a, b, c = torch.linalg.lstsq(A, P.pow(2).sum(1, keepdim=True)).solution[:, 0]
-    radius = float((c + a * a + b * b).clamp_min(0).sqrt())
-    return P, torch.stack([a, b]), radius, S.pow(2)
+    centre, radii = geometry.fit_circle(P)
+    return P, centre, float(radii.pow(2).mean().sqrt()), S.pow(2)
 
 
 def circle_test(points: Float[Tensor, "n d"]) -> CircleFit:
@@ -263,18 +268,17 @@ def circle_test(points: Float[Tensor, "n d"]) -> CircleFit:
     r = P.norm(dim=1)
     radius_cv = float(r.std() / r.mean()) if r.mean() > 0 else math.nan
     angles = torch.atan2(P[:, 1], P[:, 0])
-    order = angles.argsort()
-    sorted_a = angles[order]
-    gaps = torch.diff(torch.cat([sorted_a, sorted_a[:1] + 2 * math.pi]))
+    order, gaps = geometry.angle_gaps(angles)
     gap_ratio = float(gaps.min() / (2 * math.pi / n))
     step = (order.roll(-1) - order) % n
     in_order = bool((step == 1).all() or (step == n - 1).all())
     return CircleFit(top2, radius_cv, gap_ratio, in_order, angles.float())
 
 
-def circle_report(model, case: int, n: int, tokens=None, **kw) -> dict:
+@tasks.reads_task
+def circle_report(model, tokens=None, *, case: int | None = None, n: int | None = None, **kw) -> dict:
     """:func:`circle_test` of the last layer's mean key and query vectors (flat dict)."""
-    v = circuits.key_query_vectors(model, case, n, tokens, **kw)
+    v = circuits.key_query_vectors(model, tokens, case=case, n=n, **kw)
     out = {}
     for name, pts in (("keys", v.keys), ("queries", v.queries)):
         out.update({f"{name}_{k}": val for k, val in circle_test(pts).summary().items()})

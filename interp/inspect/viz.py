@@ -93,25 +93,16 @@ def mechanism_html(mechanism: str | None) -> str:
 
 
 def token_labels(case: int, n: int, tokens) -> list[str]:
-    """Readable labels of one input's positions, e.g. ``'3:k2'``, ``'(2,7)'``, ``'i*=4'``."""
-    toks = [int(t) for t in tasks.check_tokens(case, n, tokens)[0]]
-    labels = []
-    for p, t in enumerate(toks[:-1]):
-        if case == 1:
-            labels.append(f"f({p})={t}")
-        elif case in tasks.SAME_POSITION:
-            labels.append(f"({t // n},{t % n})")
-        else:
-            labels.append(f"{'k' if p % 2 == 0 else 'v'}{t}")
-    target = toks[-1] - (n * n if case in tasks.SAME_POSITION else 0)
-    return labels + [f"i*={target}"]
+    """Readable labels of one input's positions, e.g. ``'k2'``, ``'(2,7)'``, ``'i*=4'``
+    (:meth:`interp.core.tasks.Task.position_labels`)."""
+    return tasks.get(case).position_labels(n, tokens)
 
 
-def _input_html(model, case: int, n: int, tokens, patterns, view_id: str) -> str:
+def _input_html(model, task: tasks.Task, n: int, tokens, patterns, view_id: str) -> str:
     """One input: what the construction and the model do in words, the final query's attention
     row with both positions marked, and the circuitsvis view (one head per layer)."""
-    labels = token_labels(case, n, tokens)
-    view = hooks.read(case, n, tokens)
+    labels = task.position_labels(n, tokens)
+    view = hooks.read(task.case, n, tokens)
     target, answer, built = int(view.target[0]), int(view.answer[0]), int(view.attended[0])
     said = int(hooks.predictions(model, tokens)[0])
     row = patterns[-1, -1]  # last layer, final query: [key_pos]
@@ -140,8 +131,10 @@ def _input_html(model, case: int, n: int, tokens, patterns, view_id: str) -> str
             f'data-element="AttentionHeads">{data}</script>\n</div>\n')
 
 
-def attention_views(model, case: int, n: int, tokens=None, *, inputs: int = 3,
-                    mechanism: str | None = None, key: str = "view", seed: int = 0) -> str:
+@tasks.reads_task
+def attention_views(model, tokens=None, *, case: int | None = None, n: int | None = None,
+                    inputs: int = 3, mechanism: str | None = None, key: str = "view",
+                    seed: int = 0) -> str:
     """An HTML fragment: the mechanism line, then per input (``tokens`` [batch, pos], its first
     ``inputs`` rows; by default :func:`interp.inspect.hooks.sample_inputs` with ``seed``) the
     target, answer, model's answer, the construction's and the model's attended positions, and
@@ -151,14 +144,14 @@ def attention_views(model, case: int, n: int, tokens=None, *, inputs: int = 3,
     head = mechanism_html(mechanism)
     if not re.fullmatch(r"[\w-]+", key):
         raise ValueError(f"key={key!r}; accepted: letters, digits, '_' and '-'")
-    hooks.check_model(model, case, n)
-    tokens = hooks.sample_inputs(case, n, inputs, seed=seed) if tokens is None else tokens
-    tokens = tasks.check_tokens(case, n, tokens)[:inputs]
+    task, n = hooks.check_model(model, case=case, n=n)
+    tokens = hooks.sample_inputs(task.case, n, inputs, seed=seed) if tokens is None else tokens
+    tokens = tasks.check_tokens(task.case, n, tokens)[:inputs]
     patterns = hooks.attention_patterns(model, tokens)  # [layer, batch, query_pos, key_pos]
     parts = [head, f"<p class=\"key\">{_KEY}</p>\n"]
     for k in range(len(tokens)):
         parts.append(f"<h4>input {k + 1}</h4>\n")
-        parts.append(_input_html(model, case, n, tokens[k:k + 1], patterns[:, k], f"cv-{key}-{k}"))
+        parts.append(_input_html(model, task, n, tokens[k:k + 1], patterns[:, k], f"cv-{key}-{k}"))
     return "".join(parts)
 
 
@@ -177,34 +170,41 @@ def html_page(title: str, body: str, *, script_src: str | None = None, js: str =
             f"<script>{_RENDER_JS}{js}\n{load}\n</script>\n</head>\n<body>\n{body}</body>\n</html>\n")
 
 
-def attention_html(model, case: int, n: int, tokens=None, *, title: str | None = None,
-                   inputs: int = 3, mechanism: str | None = None, script_src: str | None = None,
-                   seed: int = 0) -> str:
+@tasks.reads_task
+def attention_html(model, tokens=None, *, case: int | None = None, n: int | None = None,
+                   title: str | None = None, inputs: int = 3, mechanism: str | None = None,
+                   script_src: str | None = None, seed: int = 0) -> str:
     """An HTML page with circuitsvis's attention heads (one per layer; bidirectional, nothing
     masked) on ``inputs`` inputs, each stated in words (:func:`attention_views`), and the
     model's ``mechanism`` label explained. ``tokens``: [pos] or [batch, pos] (its first
     ``inputs`` rows); by default sampled with ``seed``. ``script_src``: see :func:`html_page`."""
     _check_script_src(script_src)
-    title = title or f"case {case}, n = {n}"
-    body = (f"<h3>{html.escape(title)}</h3>\n"
-            + attention_views(model, case, n, tokens, inputs=inputs, mechanism=mechanism, seed=seed))
+    task, n = hooks.check_model(model, case=case, n=n)
+    title = title or f"case {task.case}, n = {n}"
+    views = attention_views(model, tokens, case=task.case, n=n, inputs=inputs, mechanism=mechanism, seed=seed)
+    body = f"<h3>{html.escape(title)}</h3>\n{views}"
     return html_page(title, body, script_src=script_src)
+
+
+def check_views(views) -> list:
+    """``views`` as a list of ``(title, model, mechanism)`` tuples, every mechanism label checked."""
+    views = list(views)
+    if not views or any(not isinstance(v, tuple) or len(v) != 3 for v in views):
+        raise ValueError("views: a non-empty list of (title, model, mechanism) tuples (case and n "
+                         "now come from each model)")
+    for _, _, mech in views:
+        mechanism_html(mech)
+    return views
 
 
 def side_by_side_html(views, *, title: str = "Attention side by side", inputs: int = 3,
                       script_src: str | None = None, seed: int = 0) -> str:
-    """One page with several models next to each other. ``views``: ``(title, model, case, n,
-    mechanism)`` tuples (``mechanism`` None or an :data:`labels.MECHANISMS` label); models of the same
-    (case, n) are shown on the same sampled inputs."""
-    views = list(views)
-    if not views or any(len(v) != 5 for v in views):
-        raise ValueError("views: a non-empty list of (title, model, case, n, mechanism) tuples")
+    """Several models side by side (``views``: :func:`check_views`); one task, one set of inputs."""
     check_inputs(inputs)
-    for _, _, _, _, mech in views:  # every label checked before any forward pass
-        mechanism_html(mech)
+    views = check_views(views)  # every label checked before any forward pass
     cols = [f"<div>\n<h3>{html.escape(str(name))}</h3>\n"
-            + attention_views(model, case, n, inputs=inputs, mechanism=mech, key=f"m{i}", seed=seed)
-            + "</div>\n" for i, (name, model, case, n, mech) in enumerate(views)]
+            + attention_views(model, inputs=inputs, mechanism=mech, key=f"m{i}", seed=seed)
+            + "</div>\n" for i, (name, model, mech) in enumerate(views)]
     body = f"<h2>{html.escape(title)}</h2>\n<div class=\"side\">\n{''.join(cols)}</div>\n"
     return html_page(title, body, script_src=script_src)
 
@@ -218,18 +218,17 @@ def save_html(path, text: str, *, script_src: str | None = None) -> Path:
     return write_file(path, text)
 
 
-def save_attention_html(path, model, case: int, n: int, tokens=None, *,
-                        script_src: str | None = None, **kw) -> Path:
-    """Write :func:`attention_html` to ``path``: self-contained by default, or referencing
+@tasks.reads_task
+def save_attention_html(path, model, tokens=None, *, script_src: str | None = None, **kw) -> Path:
+    """Write :func:`attention_html` (``kw``: its keywords) to ``path``: self-contained, or with
     circuitsvis's bundle written beside it (``script_src="circuitsvis.js"``)."""
-    text = attention_html(model, case, n, tokens, script_src=script_src, **kw)
+    text = attention_html(model, tokens, script_src=script_src, **kw)
     return save_html(path, text, script_src=script_src)
 
 
 def save_side_by_side_html(path, views, *, script_src: str | None = None, **kw) -> Path:
     """Write :func:`side_by_side_html` to ``path`` (as :func:`save_attention_html`)."""
-    return save_html(path, side_by_side_html(views, script_src=script_src, **kw),
-                     script_src=script_src)
+    return save_html(path, side_by_side_html(views, script_src=script_src, **kw), script_src=script_src)
 
 
 # ------------------------------------------------------------------------- matplotlib figures
@@ -260,18 +259,21 @@ def circle_axes(ax, points, labels, *, title: str = "") -> None:
         for (x, y), k in zip(P, labels):
             ax.annotate(str(int(k)), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
     ax.set_aspect("equal")
+    ax.set_xlabel("principal component 1", fontsize=8), ax.set_ylabel("principal component 2", fontsize=8)
     title = f"{title}\ntop-2 var {fit.top2_var:.2f}, radius cv {fit.radius_cv:.2f}"
     ax.set_title(title, fontsize=9)
 
 
-def plot_circles(model, case: int, n: int, *, title: str = ""):
+@tasks.reads_task
+def plot_circles(model, *, case: int | None = None, n: int | None = None, title: str = ""):
     """Every embedding table of the model (token, pair tables, positional) on its circle."""
-    tables = probes.embedding_tables(model, case, n)
+    task, n = hooks.check_model(model, case=case, n=n)
+    tables = probes.embedding_tables(model, case=task.case, n=n)
     fig, axes = _figure(len(tables))
-    for ax, (name, (rows, labels)) in zip(axes, tables.items()):
-        probe = probes.probe_table(rows, labels, n=n, source=name)
-        circle_axes(ax, rows, labels,
-                    title=f"{name}: R2 {probe.r2:.3f} at m={probe.m}, N={probe.N}")
+    for ax, (name, (rows, keys)) in zip(axes, tables.items()):
+        probe = probes.probe_table(rows, keys, n=n, source=name)
+        circle_axes(ax, rows, keys,
+                    title=f"{name}: R2 {labels.r2_text(probe.r2, '.3f')} at m={probe.m}, N={probe.N}")
     if title:
         fig.suptitle(title)
     return fig
@@ -303,9 +305,10 @@ def _centered(data):
     return TwoSlopeNorm(vcenter=0.0, vmin=-lim, vmax=lim)
 
 
-def plot_spectra(model, case: int, n: int, *, title: str = ""):
+@tasks.reads_task
+def plot_spectra(model, *, case: int | None = None, n: int | None = None, title: str = ""):
     """Fourier power spectrum (fraction per frequency) of every embedding table."""
-    tables = probes.embedding_tables(model, case, n)
+    tables = probes.embedding_tables(model, case=case, n=n)
     fig, axes = _figure(len(tables), height=3.0)
     for ax, (name, (rows, _)) in zip(axes, tables.items()):
         spec = probes.fourier_spectrum(rows)
@@ -337,11 +340,11 @@ def plot_violins(df, *, value: str = "accuracy", by: str = "d_token", panel: str
                  title: str = ""):
     """Per-seed violins (the paper's Appendix H style): one violin per ``by`` value, seeds as
     dots, means as green bars; one panel per ``panel`` value (e.g. a config label)."""
-    panels = [None] if panel is None else list(dict.fromkeys(df[panel]))
+    panels = [None] if panel is None else sorted(dict.fromkeys(df[panel]), key=labels.group_sort_key)
     fig, axes = _figure(len(panels), width=4.2, height=3.2)
     for ax, key in zip(axes, panels):
         sub = df if key is None else df[df[panel] == key]
-        xs = sorted(dict.fromkeys(sub[by]))
+        xs = sorted(dict.fromkeys(sub[by]), key=labels.group_sort_key)
         _violins(ax, [sub[sub[by] == x][value].astype(float).to_numpy() for x in xs], xs)
         ax.set_xlabel(by), ax.set_ylabel(value)
         if key is not None:
@@ -351,20 +354,22 @@ def plot_violins(df, *, value: str = "accuracy", by: str = "d_token", panel: str
     return fig
 
 
-def write_all(model, case: int, n: int, out_dir, *, title: str = "", tokens=None,
-              inputs: int = 3) -> dict[str, Path]:
+@tasks.reads_task
+def write_all(model, out_dir, *, case: int | None = None, n: int | None = None, title: str = "",
+              tokens=None, inputs: int = 3) -> dict[str, Path]:
     """Write attention.html (self-contained, ``inputs`` inputs), circles.png, circuits.png and
     spectra.png into ``out_dir``."""
-    out = Path(out_dir)
+    task, n = hooks.check_model(model, case=case, n=n)
+    kw, out = dict(case=task.case, n=n), Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    title = title or f"case {case}, n = {n}"
-    paths = {"attention": save_attention_html(out / "attention.html", model, case, n, tokens,
-                                              title=title, inputs=inputs)}
+    title = title or f"case {task.case}, n = {n}"
+    paths = {"attention": save_attention_html(out / "attention.html", model, tokens, title=title,
+                                              inputs=inputs, **kw)}
     figs = {
-        "circles": plot_circles(model, case, n, title=title),
-        "circuits": plot_circuits(circuits.qk_matrix(model, case, n),
-                                  circuits.ov_matrix(model, case, n), title=title),
-        "spectra": plot_spectra(model, case, n, title=title),
+        "circles": plot_circles(model, title=title, **kw),
+        "circuits": plot_circuits(circuits.qk_matrix(model, **kw), circuits.ov_matrix(model, **kw),
+                                  title=title),
+        "spectra": plot_spectra(model, title=title, **kw),
     }
     for name, fig in figs.items():
         paths[name] = save_figure(fig, out / f"{name}.png", dpi=110)
@@ -381,6 +386,7 @@ def plot_seed_measures(table, *, measures=("accuracy", "acc_any", "mass", "qk_di
         xs = sorted(dict.fromkeys(table[by]), key=lambda x: order.get(x, 9))
         _violins(ax, [table[table[by] == x][m].astype(float).to_numpy() for x in xs], xs)
         ax.set_title(m, fontsize=9)
-    if title:
-        fig.suptitle(title)
+        ax.set_xlabel(f"{by} (dots: seeds)", fontsize=8)
+        ax.set_ylabel(labels.axis_label(m), fontsize=8)
+    fig.suptitle(title or f"per-seed measures by {by}")
     return fig

@@ -27,7 +27,7 @@ def sweep_dir(tmp_path_factory):
                     model = constructions.build(CASE, N)
                 else:
                     model = models.build_model(CASE, N, d_token, pos_embed="none", seed=seed)
-                acc = hooks.accuracy(model, CASE, N, batch_size=600)
+                acc = hooks.accuracy(model, batch_size=600)
                 path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
                 db.put(store.RunRecord(name=cfg.name(), sweep="tiny", config=cfg.to_dict(),
                                        seed=seed, status="ok", accuracy=acc), path)
@@ -177,7 +177,7 @@ def test_anti_frac_of_a_negated_construction():
     model = constructions.build(3, 6)
     with torch.no_grad():
         model.blocks[0].attn.W_O.neg_()
-    ov = circuits.ov_matrix(model, 3, 6)
+    ov = circuits.ov_matrix(model)
     assert ov.anti_frac == 1.0 and ov.diag_frac == 0.0
 
 
@@ -205,7 +205,7 @@ def test_every_measure_has_a_legend_line_and_the_verdict_names_the_mechanism():
 
     for case in (1, 2, 4, 5):  # case 5's construction has two layers
         model = constructions.build(case, 5)
-        row = analysis.measure(model, case, 5, batch_size=64)
+        row = analysis.measure(model, batch_size=64)
         assert all(labels.describe(k) for k in row)
         assert labels.mechanism(row) == "construction", case
     with pytest.raises(KeyError, match="no legend for measure 'nonsense'"):
@@ -214,3 +214,35 @@ def test_every_measure_has_a_legend_line_and_the_verdict_names_the_mechanism():
                 "qk_anti": 1.0, "ov_anti": 1.0, "qk_circle": False, "qk_fit": 0.4, "qk_top2": 0.6}
     assert labels.verdict(inverted).startswith("inverted: accuracy 1.000 (any f: 0.080)")
     assert "QK is not a circle (fit 0.40" in labels.verdict(inverted)
+
+
+def test_measure_accuracy_agrees_with_transformer_lens_forward():
+    """``acc`` and ``acc_any`` go through interp.core.forward (the one evaluation pass); on the
+    same sampled inputs they equal TransformerLens's ``model(tokens)[:, -1].argmax(-1)`` against
+    the plain-Python evaluator, for a random model (accuracy strictly between 0 and 1) and a
+    construction."""
+    from interp.core import tasks
+
+    for model, case in ((models.build_model(3, 6, 4, pos_embed="none", seed=1), 3), (constructions.build(5, 6), 5)):
+        row = analysis.measure(model, batch_size=200, seed=3)
+        for col, tokens in (("acc", hooks.sample_inputs(case, 6, 200, seed=3)),
+                            ("acc_any", hooks.sample_inputs(case, 6, 200, seed=4, function="any"))):
+            said = model(tokens)[:, -1].argmax(-1).tolist()
+            ref = sum(s == tasks.evaluate(case, 6, t) for s, t in zip(said, tokens.tolist())) / len(said)
+            assert row[col] == pytest.approx(ref, abs=1e-6), (case, col)
+        assert case == 5 or 0 < row["acc"] < 1
+
+
+def test_measure_of_a_model_without_a_task_given_its_case():
+    """``case=`` is handed on to every measure: a HookedTransformer without ``.task`` measures
+    as the same model with it."""
+    model, bare = constructions.build(4, 5), constructions.build(4, 5)
+    bare.task = None
+    with pytest.raises(ValueError, match="carries no task"):
+        analysis.measure(bare)
+    a, b = analysis.measure(model, batch_size=64), analysis.measure(bare, case=4, batch_size=64)
+    assert a.keys() == b.keys()
+    # equal up to float rounding (a spacing of 1e-8 on a perfect circle moves in the last bits)
+    differ = {k: (a[k], b[k]) for k in a if not (a[k] == b[k] or (
+        isinstance(a[k], float) and a[k] == pytest.approx(b[k], rel=1e-6, abs=1e-6, nan_ok=True)))}
+    assert not differ

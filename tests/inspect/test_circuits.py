@@ -20,8 +20,8 @@ def test_constructions_have_the_papers_qk_and_ov(case):
     n = 9
     N = n + 1 if case in (1, 5) else n
     model = constructions.build(case, n)
-    qk = circuits.qk_matrix(model, case, n)
-    ov = circuits.ov_matrix(model, case, n)
+    qk = circuits.qk_matrix(model)
+    ov = circuits.ov_matrix(model)
     # QK[a, b] = cos(theta(a) - theta(b)) / sqrt(d_hid); OV[v, u] = cos(theta(v) - theta(u))
     torch.testing.assert_close(qk.matrix, plain_cos_matrix(n, N) / math.sqrt(D_HEAD[case]), atol=1e-5, rtol=0)
     torch.testing.assert_close(ov.matrix, plain_cos_matrix(n, N), atol=1e-5, rtol=0)
@@ -29,7 +29,7 @@ def test_constructions_have_the_papers_qk_and_ov(case):
         assert mat.diag_frac == 1.0
         assert mat.margin == pytest.approx((1 - math.cos(2 * math.pi / N)) / scale, abs=1e-5)
     if case in (1, 4):
-        pos = circuits.positional_qk(model, case, n)
+        pos = circuits.positional_qk(model)
         assert pos.diag_frac == 1.0 and pos.margin > 0
 
 
@@ -50,7 +50,7 @@ def test_qk_matrix_is_the_mean_cached_score():
             count[a, k] += 1
     # one layer: q at the final position depends on the target a alone, so the mean score
     # from a to key b is q(a) . k_bar(b) / sqrt(d_head) with k_bar averaged per key
-    qk = circuits.qk_matrix(model, case, n, tokens)
+    qk = circuits.qk_matrix(model, tokens)
     q = cache["blocks.0.attn.hook_q"][:, -1, 0].double()
     k = cache["blocks.0.attn.hook_k"][:, :n, 0].double()
     q_bar = torch.stack([q[view.target == a].mean(0) for a in range(n)])
@@ -64,7 +64,7 @@ def test_qk_matrix_is_the_mean_cached_score():
 def test_ov_matrix_matches_transformer_lens_factored_ov():
     case, n = 4, 7
     model = models.build_model(case, n, 6, seed=1)
-    ov = circuits.ov_matrix(model, case, n)
+    ov = circuits.ov_matrix(model)
     ref = (model.W_E[:n] @ model.OV[0, 0] @ model.W_U).AB  # TransformerLens's FactoredMatrix
     torch.testing.assert_close(ov.matrix, ref.detach(), atol=1e-5, rtol=1e-5)
 
@@ -74,14 +74,14 @@ def test_pair_ov_uses_the_value_table_only():
     value_table = model.embed.parametrizations.W_E.original1.detach()
     E = torch.cat([torch.zeros_like(value_table), value_table], 1)
     ref = E @ model.W_V[0, 0] @ model.W_O[0, 0] @ model.W_U
-    torch.testing.assert_close(circuits.ov_matrix(model, 2, 5).matrix, ref.detach(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(circuits.ov_matrix(model).matrix, ref.detach(), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("case", [1, 3, 4])
 def test_random_model_circuits_are_not_diagonal(case):
     n = 12
     model = models.build_model(case, n, 8, seed=4)
-    s = circuits.circuit_summary(model, case, n)
+    s = circuits.circuit_summary(model)
     assert s["QK_diag_frac"] < 0.5 and s["QK_margin"] < 0
     assert s["OV_diag_frac"] < 0.5 and s["OV_margin"] < 0
 
@@ -95,4 +95,4 @@ def test_circuit_matrix_margins_by_hand():
 
 def test_positional_qk_only_for_positional_cases():
     with pytest.raises(ValueError, match="cases 1 and 4"):
-        circuits.positional_qk(constructions.build(3, 5), 3, 5)
+        circuits.positional_qk(constructions.build(3, 5))

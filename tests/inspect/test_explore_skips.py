@@ -28,7 +28,7 @@ def _store(root, seeds):
             model = models.build_model(CASE, N, 2, pos_embed="none", seed=seed)
             path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
             db.put(store.RunRecord(name=cfg.name(), sweep="tiny", config=cfg.to_dict(), seed=seed,
-                                   status="ok", accuracy=hooks.accuracy(model, CASE, N, batch_size=200)),
+                                   status="ok", accuracy=hooks.accuracy(model, batch_size=200)),
                    path)
     return root
 

@@ -27,7 +27,7 @@ def cyclic(seq, n):
 
 
 def old_circle_passes(points) -> bool:
-    """The order-free key test used so far (``analysis._circle_verdict``'s thresholds)."""
+    """The order-free key test used so far (``labels._circle_verdict``'s thresholds)."""
     fit = probes.circle_test(points)
     return fit.top2_var >= 0.9 and fit.radius_cv <= 0.15
 
@@ -117,15 +117,15 @@ def test_disguise_keeps_the_model_and_hides_the_circle_from_the_old_test(case):
     n = 12
     model = constructions.build(case, n, dtype=torch.float64)
     tokens = hooks.sample_inputs(case, n, 256, seed=4)
-    same = geometry.disguise(model, case, n, seed=5, relabel=False)  # extra direction + basis
+    same = geometry.disguise(model, seed=5, relabel=False)  # extra direction + basis
     torch.testing.assert_close(same(tokens), model(tokens), atol=1e-9, rtol=0)
-    hidden = geometry.disguise(model, case, n, seed=5)  # and keys relabelled
-    assert hooks.accuracy(hidden, case, n, tokens) == 1.0  # relabelling is a symmetry of the task
+    hidden = geometry.disguise(model, seed=5)  # and keys relabelled
+    assert hooks.accuracy(hidden, tokens) == 1.0  # relabelling is a symmetry of the task
     assert hidden.cfg.d_model > model.cfg.d_model and hidden.cfg.d_head == model.cfg.d_head + 1
-    for circle in (geometry.qk_circle(hidden, case, n), geometry.ov_circle(hidden, case, n)):
+    for circle in (geometry.qk_circle(hidden), geometry.ov_circle(hidden)):
         assert circle.circle and circle.fit > 0.999, circle
     if case != 5:  # case 5's mean keys average the extra direction away (geometry-null.md)
-        assert not old_circle_passes(circuits.key_query_vectors(hidden, case, n).keys)
+        assert not old_circle_passes(circuits.key_query_vectors(hidden).keys)
 
 
 @pytest.mark.parametrize("case, n", [(1, 10), (2, 10), (3, 30), (4, 20), (5, 10)])
@@ -133,8 +133,8 @@ def test_disguised_noisy_constructions_pass(case, n):
     model = constructions.build(case, n, dtype=torch.float64)
     noise = 0.003 if case != 5 else 0.0  # case 5: noise breaks layer 0's exact tie (the script)
     for seed in range(2):
-        hidden = geometry.disguise(model, case, n, seed=seed, extra=1.5, noise=noise)
-        cols = geometry.summary(hidden, case, n)
+        hidden = geometry.disguise(model, seed=seed, extra=1.5, noise=noise)
+        cols = geometry.summary(hidden)
         assert cols["qk_circle"] and cols["ov_circle"], cols
         assert cols["qk_fit"] > 0.99 and cols["qk_rcv"] < 0.05
 
@@ -148,27 +148,45 @@ def test_random_models_are_not_circles(case, n, d_token, init):
         cfg = TrainConfig(case=case, n=n, d_token=d_token, n_layers=2 if case == 5 else 1,
                           pos_embed="none" if case in (2, 3) else "learned", init=init, seed=seed)
         model = init_model(cfg)
-        qk, ov = geometry.qk_circle(model, case, n, batch_size=512), geometry.ov_circle(model, case, n)
+        qk, ov = geometry.qk_circle(model, batch_size=512), geometry.ov_circle(model)
         assert not qk.circle and not ov.circle, (seed, qk, ov)
 
 
 def test_summary_columns_and_small_n():
     model = constructions.build(2, 8)
-    cols = geometry.summary(model, 2, 8)
+    cols = geometry.summary(model)
     assert cols["qk_circle"] is True and cols["ov_circle"] is True
     assert set(cols) == {f"{p}_{k}" for p in ("qk", "ov") for k in
                          ("circle", "top2", "balance", "rcv", "spacing", "fit", "inverted", "bias")}
-    qk = circuits.qk_matrix(model, 2, 8)
-    assert geometry.summary(model, 2, 8, qk=qk)["qk_fit"] == cols["qk_fit"]
-    small = geometry.summary(constructions.build(2, 3), 2, 3)
+    qk = circuits.qk_matrix(model)
+    assert geometry.summary(model, qk=qk)["qk_fit"] == cols["qk_fit"]
+    small = geometry.summary(constructions.build(2, 3))
     assert set(small) == set(cols) and all(v is None for v in small.values())
 
 
 def test_disguise_refuses_what_it_cannot_keep():
     model = models.build_model(2, 6, 4, d_mlp=8, seed=0)
     with pytest.raises(ValueError, match="d_mlp > 0"):
-        geometry.disguise(model, 2, 6)
+        geometry.disguise(model)
     with pytest.raises(ValueError, match="noise=-0.1"):
-        geometry.disguise(constructions.build(2, 6), 2, 6, noise=-0.1)
-    with pytest.raises(ValueError, match="case 3 with n=6"):
-        geometry.disguise(constructions.build(2, 5), 3, 6)
+        geometry.disguise(constructions.build(2, 6), noise=-0.1)
+    with pytest.raises(ValueError, match="case=3 but the model was built for case 2"):
+        geometry.disguise(constructions.build(2, 5), case=3)
+
+
+def test_one_circle_fit_and_one_angle_gap_code():
+    """``probes.circle_test`` reads its circle and gaps through ``geometry.fit_circle`` and
+    ``geometry.angle_gaps``: checked on points placed by hand (radius 2 about (1, -3))."""
+    theta = torch.tensor([0.3, 2.0, 5.5, 4.0], dtype=torch.float64)
+    order, gaps = geometry.angle_gaps(theta)
+    assert order.tolist() == [0, 1, 3, 2]
+    torch.testing.assert_close(gaps, torch.tensor([1.7, 2.0, 1.5, 0.3 + 2 * math.pi - 5.5], dtype=torch.float64))
+    points = torch.stack([1 + 2 * torch.cos(theta), -3 + 2 * torch.sin(theta)], dim=1)
+    centre, radii = geometry.fit_circle(points)
+    torch.testing.assert_close(centre, torch.tensor([1.0, -3.0], dtype=torch.float64))
+    torch.testing.assert_close(radii, torch.full((4,), 2.0, dtype=torch.float64))
+    _, _, radius, _ = probes.circle_plane(torch.cat([points, torch.zeros(4, 3, dtype=torch.float64)], 1))
+    assert radius == pytest.approx(2.0, abs=1e-9)
+    fit = probes.circle_test(points)
+    smallest = 0.3 + 2 * math.pi - 5.5  # the gap that wraps round
+    assert fit.radius_cv < 1e-9 and fit.gap_ratio == pytest.approx(smallest / (math.pi / 2), abs=1e-9)

@@ -46,17 +46,17 @@ def test_constructions_have_ideal_probes(case):
     n = 10
     N = n + 1 if ANGLES[case] == "n+1" else n
     model = constructions.build(case, n)
-    results = {p.source: p for p in probes.probe_model(model, case, n)}
+    results = {p.source: p for p in probes.probe_model(model)}
     for source in IDEAL_SOURCES[case]:
         assert results[source].r2 >= 0.999, source
         assert (results[source].N, results[source].m) == (N, 1), source
-    resid = probes.probe_resid(model, case, n, f"blocks.{model.cfg.n_layers - 1}.hook_resid_post")
+    resid = probes.probe_resid(model, f"blocks.{model.cfg.n_layers - 1}.hook_resid_post")
     assert resid.r2 >= 0.999 and (resid.N, resid.m) == (N, 1)
 
 
 def test_case4_key_positions_carry_nothing():
     """Theorem 3.3 puts the key in the value position 2k+1; p(2k) = 0."""
-    results = {p.source: p for p in probes.probe_model(constructions.build(4, 10), 4, 10)}
+    results = {p.source: p for p in probes.probe_model(constructions.build(4, 10))}
     assert results["pos_key"].r2 < 0.1
 
 
@@ -64,16 +64,16 @@ def test_case4_key_positions_carry_nothing():
 def test_random_model_probes_are_not_ideal(case):
     n = 16
     model = models.build_model(case, n, 4, seed=3)
-    for p in probes.probe_model(model, case, n):
+    for p in probes.probe_model(model):
         assert p.r2 < 0.5, p.source
-    resid = probes.probe_resid(model, case, n, "blocks.0.hook_resid_post", batch_size=512)
+    resid = probes.probe_resid(model, "blocks.0.hook_resid_post", batch_size=512)
     assert resid.r2 < 0.2
 
 
 def test_probe_resid_target_label_reads_the_query_key():
     # cases 2-4: resid_post at the final position holds [cs(i*), cs(f(i*))]
     model = constructions.build(2, 8)
-    p = probes.probe_resid(model, 2, 8, "hook_embed", label="target", N=8)
+    p = probes.probe_resid(model, "hook_embed", label="target", N=8)
     assert p.r2 >= 0.999 and p.m == 1
 
 
@@ -104,9 +104,9 @@ def test_circle_test_is_order_free():
 
 
 def test_circle_report_of_constructions_and_random():
-    ideal = probes.circle_report(constructions.build(3, 10), 3, 10)
+    ideal = probes.circle_report(constructions.build(3, 10))
     assert ideal["keys_top2_var"] == pytest.approx(1.0, abs=1e-6) and ideal["keys_in_order"]
-    rand = probes.circle_report(models.build_model(3, 10, 8, seed=0), 3, 10)
+    rand = probes.circle_report(models.build_model(3, 10, 8, seed=0))
     assert rand["keys_top2_var"] < 0.9 and not rand["keys_in_order"]
 
 
@@ -116,7 +116,7 @@ def test_bad_inputs_are_refused():
     with pytest.raises(ValueError, match="N=1"):
         probes.probe_table(torch.zeros(5, 2), range(5), N=1)
     with pytest.raises(ValueError, match="hook_name"):
-        probes.probe_resid(constructions.build(2, 5), 2, 5, "blocks.9.nothing")
+        probes.probe_resid(constructions.build(2, 5), "blocks.9.nothing")
 
 
 def test_wide_table_with_few_rows_still_finds_a_dominant_circle():

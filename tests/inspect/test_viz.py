@@ -67,7 +67,7 @@ def case3_html(tmp_path_factory):
     path = tmp_path_factory.mktemp("viz") / "attention.html"
     model = constructions.build(3, 6)
     tokens = hooks.sample_inputs(3, 6, 3, seed=0)
-    viz.save_attention_html(path, model, 3, 6, tokens, mechanism="construction")
+    viz.save_attention_html(path, model, tokens, mechanism="construction")
     return path, tokens
 
 
@@ -139,8 +139,8 @@ def inverted(case, n):
 
 
 def test_side_by_side_shares_one_script_and_renders_every_view(tmp_path):
-    views = [("construction", constructions.build(3, 6), 3, 6, "construction"),
-             ("negated", inverted(3, 6), 3, 6, "inverted")]
+    views = [("construction", constructions.build(3, 6), "construction"),
+             ("negated", inverted(3, 6), "inverted")]
     page = viz.save_side_by_side_html(tmp_path / "side.html", views, inputs=2,
                                       script_src=viz.CIRCUITSVIS_JS)
     bundle = tmp_path / viz.CIRCUITSVIS_JS
@@ -151,7 +151,7 @@ def test_side_by_side_shares_one_script_and_renders_every_view(tmp_path):
     srcs = [attrs["src"] for tag, attrs in parser.tags if tag == "script" and "src" in attrs]
     assert srcs == ["circuitsvis.js"] and len(text) < 100_000  # referenced, not inlined
     before = bundle.stat().st_mtime_ns
-    viz.save_attention_html(tmp_path / "one.html", views[0][1], 3, 6, script_src="circuitsvis.js")
+    viz.save_attention_html(tmp_path / "one.html", views[0][1], script_src="circuitsvis.js")
     assert bundle.stat().st_mtime_ns == before  # written once, kept while identical
     dom = dump_dom(page.as_uri(), tmp_path)
     for m in ("m0", "m1"):
@@ -172,7 +172,7 @@ def test_side_by_side_shares_one_script_and_renders_every_view(tmp_path):
 ])
 def test_attention_html_rejects_bad_arguments(kw, match):
     with pytest.raises(ValueError, match=re.escape(match)):
-        viz.attention_html(constructions.build(3, 6), 3, 6, **kw)
+        viz.attention_html(constructions.build(3, 6), **kw)
     with pytest.raises(ValueError, match="non-empty list"):
         viz.side_by_side_html([])
 
@@ -180,7 +180,7 @@ def test_attention_html_rejects_bad_arguments(kw, match):
 @pytest.mark.parametrize("case", [1, 5])
 def test_write_all_writes_every_file(case, tmp_path, assert_drawn):
     model = constructions.build(case, 6)
-    paths = viz.write_all(model, case, 6, tmp_path / "out")
+    paths = viz.write_all(model, tmp_path / "out")
     assert set(paths) == {"attention", "circles", "circuits", "spectra"}
     assert "AttentionPatterns" in paths["attention"].read_text()  # the circuitsvis view (rendered in Chromium above)
     for name in ("circles", "circuits", "spectra"):
@@ -191,7 +191,7 @@ def test_figures_of_a_trained_shape_model_and_violins(tmp_path, assert_drawn):
     import pandas as pd
 
     model = models.build_model(3, 8, 4, pos_embed="none", seed=0)
-    fig = viz.plot_circles(model, 3, 8)
+    fig = viz.plot_circles(model)
     assert len(fig.axes) == 2  # key table and value table
     df = pd.DataFrame(dict(d_token=[4] * 5 + [8] * 5, accuracy=np.r_[np.linspace(0, 1, 5), [1.0] * 5]))
     fig = viz.plot_violins(df)
