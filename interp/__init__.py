@@ -19,7 +19,8 @@ Evaluation (Sometimes)". Five stages, each a sub-package; imports point down the
 
 The names most sessions need are here: ``interp.build``, ``interp.train``,
 ``interp.train_group``, ``interp.TrainConfig``, ``interp.RunResult``, ``interp.load``, ``interp.load_run``,
-``interp.save``, ``interp.find_counterexample`` and the modules ``interp.tasks``,
+``interp.save``, ``interp.read_runs`` (a results store as a DataFrame),
+``interp.find_counterexample`` and the modules ``interp.tasks``,
 ``interp.models``, ``interp.attention``, ``interp.constructions``, ``interp.forward``. They are
 imported on first use (PEP 562), so ``interp --help`` and the CLI's refusals of bad input answer
 before TransformerLens loads.
@@ -44,8 +45,11 @@ _EXPORTS = {
     "find_counterexample": "interp.theory.counterexample",
     "RunResult": "interp.training.runs",
     "TrainConfig": "interp.training.runs",
-    "train": "interp.training.trainer",
-    "train_group": "interp.training.trainer",
+    "read_runs": "interp.sweeps.frame",
+    # the trainer's functions, with progress=True meaning the package's tqdm bar (which only
+    # interp.cli may show): interp.cli.bars
+    "train": "interp.cli.bars",
+    "train_group": "interp.cli.bars",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -13,8 +13,12 @@ inspect, theory) logs and returns data; these modules parse, call it and print.
 * :mod:`interp.cli.probe`, :mod:`interp.cli.viz`, :mod:`interp.cli.analysis` - ``interp probe``,
   ``interp viz``, ``interp analyze-sweep``.
 * :mod:`interp.cli.explore` - ``interp explore``, the sweep explorer page.
+* :mod:`interp.cli.train`, :mod:`interp.cli.curves` - ``interp train`` (one run from the shell)
+  and ``interp curves`` (loss curves drawn); :mod:`interp.cli.bars` - the tqdm bar the library's
+  ``progress=`` takes, and ``interp.train``/``interp.train_group`` with ``progress=True``.
 * :mod:`interp.cli.precision`, :mod:`interp.cli.temperature`, :mod:`interp.cli.counterexample`,
   :mod:`interp.cli.theorem35`, :mod:`interp.cli.lower_bounds` - the theory studies' commands.
+* :mod:`interp.cli.reference` - ``docs/cli.md``, generated from these parsers.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "counterexample": ("interp.cli.counterexample", "Theorem 3.6: an input a one-layer hard-attention case-5 model gets wrong"),
     "theorem35": ("interp.cli.theorem35", "Theorem 3.5 with an explicit MLP: exactness and parameter counts vs n"),
     "lower-bounds": ("interp.cli.lower_bounds", "trained one-layer case-5 models: h, d, measured p, error vs Theorems 3.4/3.7"),
+    "train": ("interp.cli.train", "train one run from the shell into a folder (checkpoint + one-run store), with a bar"),
+    "curves": ("interp.cli.curves", "draw the loss curves of a run folder or a results store (stop steps marked)"),
     "sweep": ("interp.cli.sweep", "train a sweep folder's configs into its results store (resumable)"),
     "report": ("interp.cli.report", "render a sweep's table beside the paper's and its violin plots"),
     "runs": ("interp.cli.runs", "list a results store's runs by config, with their checkpoints (--where, --json)"),

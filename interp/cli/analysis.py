@@ -23,14 +23,14 @@ def add_arguments(p) -> None:
                    help="bimodal: some seed >= 99%% and some below this accuracy (default 0.5)")
     p.add_argument("--batch-size", type=int, default=512, help="sampled inputs per measure")
     p.add_argument("--out", default=None, help="folder for the report (.md, .csv, -violins.png)")
-    p.add_argument("--name", default=None, help="report file stem (default: the sweep folder name)")
+    p.add_argument("--name", default=None, help="report file stem (default: the sweep's name)")
     p.add_argument("--json", action="store_true", help="print JSON (groups, per-seed rows, answers)")
 
 
 def run(args) -> int:
-    from tqdm import tqdm
+    import re
 
-    from pathlib import Path
+    from tqdm import tqdm
 
     from interp.inspect import analysis
     from interp.sweeps import driver as sweeps
@@ -40,7 +40,7 @@ def run(args) -> int:
         fail_below=args.fail_below, batch_size=args.batch_size, progress=None if args.json else tqdm,
         well_below=args.well_below,
     )
-    stem = args.name or Path(args.sweep).resolve().name
+    stem = args.name or re.sub(r"[^\w.-]+", "_", res.name)  # the sweep's name, whatever the path
     title = f"Bimodal seeds in {stem}: do successful seeds recover the construction?"
     if args.out:
         analysis.write_report(res, args.out, stem, title=title)

@@ -15,9 +15,9 @@ from interp.theory.counterexample import (
 def add_arguments(parser) -> None:
     parser.add_argument("checkpoint", nargs="?", help="a checkpoint directory (interp.training.checkpoints)")
     parser.add_argument("--random", action="store_true", help="use a randomly initialised one-layer case-5 model")
-    parser.add_argument("--n", type=int, default=8, help="table size of the random model")
-    parser.add_argument("--d-token", type=int, default=16, help="width of the random model")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random model")
+    parser.add_argument("--n", type=int, default=None, help="table size of the random model (default 8)")
+    parser.add_argument("--d-token", type=int, default=None, help="width of the random model (default 16)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the random model (default 0)")
     parser.add_argument("--attention", nargs="+", default=["leftmost", "rightmost", "average"],
                         help="hard attention modes to analyse (default all three); 'softmax' runs the "
                              "separability argument on attention-only models")
@@ -27,12 +27,19 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     if bool(args.checkpoint) == bool(args.random):
         raise ValueError("give a checkpoint path or --random (exactly one)")
+    given = [f"--{k.replace('_', '-')} {v}" for k, v in (("n", args.n), ("d_token", args.d_token),
+                                                         ("seed", args.seed)) if v is not None]
+    if given and not args.random:
+        raise ValueError(f"{given[0]} shapes the --random model; a checkpoint ({args.checkpoint}) "
+                         "has its own: drop it")
     if args.random:
         from interp.core import models
 
-        tasks.check_n(args.n)
-        model = models.build_model(5, args.n, args.d_token, seed=args.seed)
-        source = f"random case-5 model n={args.n} d_token={args.d_token} seed={args.seed}"
+        n, d_token, seed = (8 if args.n is None else args.n, 16 if args.d_token is None else args.d_token,
+                            0 if args.seed is None else args.seed)
+        tasks.check_n(n)
+        model = models.build_model(5, n, d_token, seed=seed)
+        source = f"random case-5 model n={n} d_token={d_token} seed={seed}"
     else:
         from interp.training import checkpoints
 

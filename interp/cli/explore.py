@@ -1,12 +1,15 @@
 """``interp explore STORE --out DIR``: a sweep's seeds as one offline HTML page.
 
-``STORE`` is a sweep folder (with ``results/store.sqlite``) or a store file. Every finished run
-with a checkpoint (``--where FIELD=VALUE``, repeatable, to pick configs) is measured and labelled
+``STORE`` is a sweep folder (with ``results/store.sqlite``) or a store file, in any spelling
+(the page is titled after the sweep its runs recorded). Every finished run with a checkpoint
+(``--where FIELD=VALUE``, repeatable, to pick configs) is measured and labelled
 (:func:`interp.inspect.analysis.measure`, ``mechanism``); :func:`interp.inspect.explore.write_explorer`
-writes ``DIR/index.html`` (the sweep's table and violins, and per seed its mechanism verdict,
-attention on ``--inputs`` inputs, QK/OV heatmaps and probes), ``DIR/circuitsvis.js`` (written
-once, referenced by every view) and the figures. Open ``DIR/index.html#seed=<run name>`` in a
-browser; nothing is loaded from the network.
+writes ``DIR/index.html`` (the sweep's table and violins, groups in numeric order, and per seed,
+about a screen tall, its mechanism verdict, a compact attention view of ``--inputs`` inputs with
+a "show all" button for circuitsvis's full views, QK/OV heatmaps and probes),
+``DIR/circuitsvis.js`` (written once, referenced by every view) and the figures. Open
+``DIR/index.html#seed=<run name>`` in a browser (an unknown seed is said so on the page);
+nothing is loaded from the network.
 """
 
 from __future__ import annotations

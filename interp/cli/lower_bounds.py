@@ -12,10 +12,10 @@ from interp.theory.lower_bounds import report, train_and_report
 def add_arguments(parser) -> None:
     parser.add_argument("checkpoints", nargs="*", help="checkpoint directories of one-layer case-5 models")
     parser.add_argument("--train", action="store_true", help="train small models first (short runs)")
-    parser.add_argument("--n", type=int, nargs="+", default=[4, 8], help="table sizes to train")
-    parser.add_argument("--d-token", type=int, nargs="+", default=[2, 8], help="widths to train")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--steps", type=int, default=2000, help="max training steps per model")
+    parser.add_argument("--n", type=int, nargs="+", default=None, help="table sizes to train (with --train; default 4 8)")
+    parser.add_argument("--d-token", type=int, nargs="+", default=None, help="widths to train (with --train; default 2 8)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds to train (with --train; default 0)")
+    parser.add_argument("--steps", type=int, default=None, help="max training steps per model (with --train; default 2000)")
     parser.add_argument("--kind", nargs="+", default=["fixed", "float"], choices=P.KINDS)
     parser.add_argument("--json", action="store_true")
 
@@ -23,6 +23,12 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     if not args.checkpoints and not args.train:
         raise ValueError("give checkpoint paths or --train")
+    given = [f"--{k.replace('_', '-')}" for k in ("n", "d_token", "seeds", "steps") if getattr(args, k) is not None]
+    if given and not args.train:
+        raise ValueError(f"{given[0]} sets what --train trains; without --train it would be ignored: "
+                         "add --train or drop it")
+    n_list, d_list = args.n or [4, 8], args.d_token or [2, 8]
+    seeds, steps = args.seeds or [0], 2000 if args.steps is None else args.steps
     rows = []
     if args.checkpoints:
         from interp.training import checkpoints
@@ -30,11 +36,11 @@ def run(args) -> int:
         for path in args.checkpoints:
             rows.append(dict(source=str(path), **report(checkpoints.load(path), kinds=tuple(args.kind))))
     if args.train:
-        for n in args.n:
+        for n in n_list:
             tasks.check_n(n, 2)
-            for d in args.d_token:
-                for seed in args.seeds:
-                    rows.append(train_and_report(n, d, seed=seed, max_steps=args.steps, kinds=tuple(args.kind)))
+            for d in d_list:
+                for seed in seeds:
+                    rows.append(train_and_report(n, d, seed=seed, max_steps=steps, kinds=tuple(args.kind)))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -1,8 +1,9 @@
 """``interp probe``: every measure of :mod:`interp.inspect.analysis` for one model, as a table or JSON.
 
 The model is a checkpoint folder (``model.safetensors`` + ``config.json``; its case and n come
-from the stored TrainConfig, or from ``--case``/``--n``) or the paper's construction
-(``--construction CASE --n N``). The table lists the attention summary per layer, the cos/sin
+with it, ``--case``/``--n`` are checked against them, and give the case of an old checkpoint
+that stores none) or the paper's construction (``--construction CASE --n N``; a ``--case``
+other than CASE is refused). The table lists the attention summary per layer, the cos/sin
 probes of the embedding tables and of ``--hook`` (default: the last layer's ``hook_resid_post``
 at the final position, labelled f(i*)), and the circuit, circle and patching measures.
 """
@@ -16,10 +17,12 @@ def add_model_arguments(p) -> None:
     """The model arguments shared by ``interp probe`` and ``interp viz``."""
     p.add_argument("checkpoint", nargs="?", help="a checkpoint folder (model.safetensors + config.json)")
     p.add_argument("--construction", type=int, metavar="CASE", help="the paper's construction for CASE (1-5)")
-    p.add_argument("--n", type=int, help="table size (with --construction; overrides a checkpoint's)")
-    p.add_argument("--case", type=int, help="the case of a checkpoint without a stored TrainConfig")
-    p.add_argument("--attention", default="leftmost",
-                   help="attention mode of a construction (leftmost, rightmost, average, softmax)")
+    p.add_argument("--n", type=int, help="table size (with --construction; checked against a checkpoint's)")
+    p.add_argument("--case", type=int,
+                   help="checked against the model's case; gives the case of an old checkpoint that stores none")
+    p.add_argument("--attention", default=None,
+                   help="attention mode of a construction: leftmost (default), rightmost, average, "
+                        "softmax; refused with a checkpoint")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled inputs")
     p.add_argument("--batch-size", type=int, default=1024, help="sampled inputs")
 
@@ -31,8 +34,9 @@ def add_arguments(p) -> None:
 
 
 def model_from_args(args):
-    """(model, case, n, label) from ``checkpoint`` or ``--construction``; ValueError if neither."""
-    from interp.core import constructions, tasks
+    """(model, label) from ``checkpoint`` or ``--construction``; the model carries its task
+    (``--case``/``--n`` checked against it). ValueError if neither or both is given."""
+    from interp.core import constructions, tasks, tokens
     from interp.training import checkpoints
 
     if (args.checkpoint is None) == (args.construction is None):
@@ -41,41 +45,57 @@ def model_from_args(args):
         if args.n is None:
             raise ValueError("--construction needs --n N (the table size)")
         case, n = tasks.check_case(args.construction), tasks.check_n(args.n)
-        model = constructions.build(case, n, attention=args.attention)
-        return model, case, n, f"construction case {case}, n = {n} ({args.attention})"
-    meta = checkpoints.read_meta(args.checkpoint)
-    train_config = meta.get("train_config") or {}
-    case = args.case if args.case is not None else train_config.get("case")
-    n = args.n if args.n is not None else train_config.get("n")
-    if case is None or n is None:
-        raise ValueError(f"{args.checkpoint} stores no TrainConfig; pass --case and --n")
+        if args.case is not None and tasks.check_case(args.case) != case:
+            raise ValueError(f"--case {args.case} but --construction {case}: the construction is "
+                             f"of case {case} ({tasks.get(case).name}); drop --case or make them agree")
+        attention = args.attention or "leftmost"
+        model = constructions.build(case, n, attention=attention)
+        return model, f"construction case {case}, n = {n} ({attention})"
+    if args.attention is not None:  # a trained model's attention is its own
+        raise ValueError(f"--attention {args.attention} picks a construction's attention mode; "
+                         f"with a checkpoint ({args.checkpoint}) it would be ignored: drop it")
     model = checkpoints.load(args.checkpoint)
-    label = f"checkpoint case {case}, n = {n}"
+    if model.task is None:  # an old checkpoint that stores neither its case nor a TrainConfig
+        if args.case is None:
+            raise ValueError(f"{args.checkpoint} stores no case (nor a TrainConfig); pass --case")
+        tokens.attach_task(model, tasks.check_case(args.case))
+    try:
+        task, n = tasks.of(model, case=args.case, n=args.n)
+    except ValueError as e:
+        raise ValueError(f"{args.checkpoint}: {e} (from --case/--n)") from None
+    label = f"checkpoint case {task.case}, n = {n}"
+    train_config = checkpoints.read_meta(args.checkpoint).get("train_config") or {}
     if train_config:
         label += (f", d_token {train_config.get('d_token')}, {train_config.get('n_layers')} "
                   f"layer(s), PE {train_config.get('pos_embed')}, seed {train_config.get('seed')}")
-    return model, tasks.check_case(case), tasks.check_n(n), label
+    return model, label
 
 
-def collect(model, case: int, n: int, *, hook: str | None, batch_size: int, seed: int) -> dict:
-    """Everything ``interp probe`` prints, as plain JSON-able data."""
+def collect(model, *, hook: str | None, batch_size: int, seed: int) -> dict:
+    """Everything ``interp probe`` prints for a model (its task read from it), as plain JSON-able data."""
+    from interp.core import tasks
     from interp.inspect import analysis, hooks, labels, probes
 
-    tokens = hooks.sample_inputs(case, n, max(batch_size, n), seed=seed)
+    task, n = tasks.of(model)
+    tokens = hooks.sample_inputs(task.case, n, max(batch_size, n), seed=seed)
     hook = hook or f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
-    probe_rows = [p.summary() for p in probes.probe_model(model, case, n, seed=seed)]
-    probe_rows.append(probes.probe_resid(model, case, n, hook, tokens, seed=seed).summary())
-    measures = analysis.measure(model, case, n, batch_size=batch_size, seed=seed)
+    probe_rows = [p.summary() for p in probes.probe_model(model, seed=seed)]
+    probe_rows.append(probes.probe_resid(model, hook, tokens, seed=seed).summary())
+    measures = analysis.measure(model, batch_size=batch_size, seed=seed)
     return dict(
         mechanism=labels.mechanism(measures),
         verdict=labels.verdict(measures),
-        attention=hooks.attention_report(model, case, n, tokens).summary().to_dict("records"),
+        attention=hooks.attention_report(model, tokens).summary().to_dict("records"),
         probes=probe_rows,
         measures=measures,
     )
 
 
-def _fmt(v) -> str:
+def _fmt(v, key: str = "") -> str:
+    from interp.inspect import labels
+
+    if isinstance(v, float) and (key == "r2" or key.startswith("r2_")):
+        return labels.r2_text(v)  # at the floor: "<= -1 (floored)", not a plain -1
     if isinstance(v, float):
         return f"{v:.4f}"
     return str(v)
@@ -90,20 +110,23 @@ def format_tables(label: str, data: dict) -> str:
            "attention (construction's position):",
            pd.DataFrame(data["attention"]).to_string(index=False, float_format=_fmt), "",
            "cos/sin probes (held-out R^2, best N and m):",
-           pd.DataFrame(data["probes"]).to_string(index=False, float_format=_fmt), "", "measures:"]
+           pd.DataFrame(data["probes"]).to_string(index=False, float_format=_fmt,
+                                                  formatters={"r2": lambda v: _fmt(v, "r2")}),
+           "", "measures:"]
     width = max(len(k) for k in data["measures"])
-    vw = max(len(_fmt(v)) for v in data["measures"].values())
-    out += [f"  {k:<{width}}  {_fmt(v):<{vw}}  {labels.describe(k)}"
+    vw = max(len(_fmt(v, k)) for k, v in data["measures"].items())
+    out += [f"  {k:<{width}}  {_fmt(v, k):<{vw}}  {labels.describe(k)}"
             for k, v in data["measures"].items()]
     return "\n".join(out + ["", "(ideal values of the paper's construction in parentheses; "
                              "--json prints the raw numbers)"])
 
 
 def run(args) -> int:
-    model, case, n, label = model_from_args(args)
-    data = collect(model, case, n, hook=args.hook, batch_size=args.batch_size, seed=args.seed)
+    model, label = model_from_args(args)
+    data = collect(model, hook=args.hook, batch_size=args.batch_size, seed=args.seed)
     if args.json:
-        print(json.dumps(dict(model=label, case=case, n=n, **data), indent=1, default=float))
+        print(json.dumps(dict(model=label, case=model.task.case, n=model.cfg.d_vocab_out, **data),
+                         indent=1, default=float))
     else:
         print(format_tables(label, data))
     return 0

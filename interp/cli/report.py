@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from interp.cli.sweep import add_load_timeout
 from interp.sweeps.report import cells, paper_table, runs, write
 from interp.sweeps.driver import load
@@ -11,7 +9,8 @@ from interp.sweeps.driver import load
 
 def add_arguments(p) -> None:
     p.add_argument("dir", help="sweep folder holding configs.py (e.g. experiments/table1)")
-    p.add_argument("--store", default=None, help="results store (default DIR/results/store.sqlite)")
+    p.add_argument("--store", default=None,
+                   help="results store or its sweep folder (default DIR/results/store.sqlite)")
     p.add_argument("--out", default=None, help="folder for report.md and violins.png (default DIR)")
     p.add_argument("--json", action="store_true", help="print the cells as JSON")
     add_load_timeout(p)
@@ -20,13 +19,20 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     import sys
 
+    from interp.sweeps.frame import find_store
+
     sweep = load(args.dir, timeout=args.load_timeout)
-    if args.store is not None and not Path(args.store).is_file():  # a typo, not an empty report
-        raise ValueError(f"--store {args.store}: no such store file; accepted: a results store "
-                         f"written by interp sweep (e.g. {sweep.default_store})")
-    written = write(sweep, store=args.store, out=args.out)
+    store = None
+    if args.store is not None:  # a typo, not an empty report
+        try:
+            store = find_store(args.store)
+        except ValueError:
+            raise ValueError(f"--store {args.store}: no such store file; accepted: a results store "
+                             f"written by interp sweep or its sweep folder (e.g. {sweep.default_store})"
+                             ) from None
+    written = write(sweep, store=store, out=args.out)
     if args.json:
-        store_path = args.store or sweep.default_store
+        store_path = store or sweep.default_store
         table = cells(sweep, runs(sweep, store_path), paper_table(sweep))
         print(table.to_json(orient="records", indent=1))
     else:

@@ -1,4 +1,7 @@
-"""interp runs STORE: the runs of a results store by config, with their checkpoints."""
+"""interp runs STORE: the runs of a results store by config, with their checkpoints.
+
+STORE: a store file, a sweep folder (``DIR/results/store.sqlite``) or an ``interp train`` folder
+(:func:`interp.sweeps.frame.find_store`, as every command that reads a store)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ COLUMNS = ["name", "case", "n", "d_token", "n_layers", "pos_embed", "d_mlp", "se
 
 
 def add_arguments(p) -> None:
-    p.add_argument("store", help="a results store (e.g. experiments/table1/results/store.sqlite)")
+    p.add_argument("store", help="a results store or its sweep folder (e.g. experiments/table1)")
     p.add_argument("--where", action="append", metavar="FIELD=VALUE", help="only runs whose config field has this value")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
 
@@ -17,8 +20,9 @@ def add_arguments(p) -> None:
 def select_runs(store_path, where: dict[str, str]):
     """The store's rows (a DataFrame) whose config fields equal ``where``'s values."""
     from interp.sweeps import store
+    from interp.sweeps.frame import find_store
 
-    df = store.read(store_path)
+    df = store.read(find_store(store_path))
     for key, value in where.items():
         if key not in df.columns:
             raise ValueError(f"--where {key}={value}: no field {key!r}; accepted: "

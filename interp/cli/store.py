@@ -1,4 +1,7 @@
-"""interp store verify STORE: check a results store and its checkpoints, naming what is wrong."""
+"""interp store verify STORE: check a results store and its checkpoints, naming what is wrong.
+
+STORE: a store file, a sweep folder or an ``interp train`` folder
+(:func:`interp.sweeps.frame.find_store`)."""
 
 from __future__ import annotations
 
@@ -9,19 +12,21 @@ import sys
 def add_arguments(p) -> None:
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     v = sub.add_parser("verify", help="every row against its checksum, every checkpoint file against the row's sha256")
-    v.add_argument("store", help="a results store (e.g. experiments/table1/results/store.sqlite)")
+    v.add_argument("store", help="a results store or its sweep folder (e.g. experiments/table1)")
     v.add_argument("--json", action="store_true", help="print the counts and problems as JSON")
 
 
 def run(args) -> int:
     from interp.sweeps import store
+    from interp.sweeps.frame import find_store
 
-    counts = store.verify(args.store)  # rows: an edited or corrupt row raises, naming the run
-    damaged = store.checkpoint_problems(args.store)
+    path = find_store(args.store)
+    counts = store.verify(path)  # rows: an edited or corrupt row raises, naming the run
+    damaged = store.checkpoint_problems(path)
     if args.json:
-        print(json.dumps(dict(counts, damaged=damaged), indent=1))
+        print(json.dumps(dict(counts, damaged=damaged, store=str(path)), indent=1))
     else:
-        print(f"{args.store}: {counts['verified']} row(s) verified, {counts['unverified']} without a "
+        print(f"{path}: {counts['verified']} row(s) verified, {counts['unverified']} without a "
               f"checksum (older store), {len(damaged)} with a missing or corrupt checkpoint")
         for name, why in sorted(damaged.items()):
             print(f"  {name}: {why}", file=sys.stderr)

@@ -24,9 +24,10 @@ from interp.sweeps.workers import describe, is_lost
 
 def add_arguments(p) -> None:
     p.add_argument("dir", help="sweep folder holding configs.py (e.g. experiments/table1)")
-    p.add_argument("--workers", type=int, default=1,
+    p.add_argument("--workers", type=int, default=None,
                    help="worker processes (default 1: train in this process); "
-                        "with --backend ray and no --address, the local Ray instance's CPUs")
+                        "with --backend ray and no --address, the local Ray instance's CPUs "
+                        "(refused with --address: the cluster's CPUs decide)")
     p.add_argument("--backend", choices=BACKENDS, default="local",
                    help="local: a process pool (default); ray: one Ray task per group of seeds "
                         "(pip install 'interp[ray]')")
@@ -39,7 +40,8 @@ def add_arguments(p) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per worker (default: cores / workers)")
     p.add_argument("--store", default=None,
-                   help="results store (default DIR/results/store.sqlite; checkpoints beside it)")
+                   help="results store, or a folder holding one (default DIR/results/store.sqlite; "
+                        "checkpoints beside it)")
     p.add_argument("--limit", type=int, default=None, help="train at most this many runs now")
     p.add_argument("--where", action="append", metavar="FIELD=VALUE",
                    help="only configs with this field value (repeatable), e.g. --where case=5")
@@ -47,10 +49,10 @@ def add_arguments(p) -> None:
     p.add_argument("--no-checkpoints", action="store_true",
                    help="store the runs' rows but not their model files (a borrowed machine whose "
                         "disk goes away; the runs count as done and cannot be loaded or analysed)")
-    p.add_argument("--save-every", type=float, default=600.0, metavar="SECONDS",
+    p.add_argument("--save-every", type=float, default=None, metavar="SECONDS",
                    help="save each training group's state to <store folder>/progress/ this often "
                         "(default 600; 0: never); the next sweep goes on from it bit for bit "
-                        "(local backend)")
+                        "(local backend; refused with --backend ray)")
     add_load_timeout(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -117,14 +119,41 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def check_flags(args) -> None:
+    """Refuse, by name, flags that the other flags given would make do nothing."""
+    if args.save_every is not None and args.backend != "local":
+        raise ValueError(f"--save-every {args.save_every:g} saves the local backend's groups; with "
+                         f"--backend {args.backend} nothing would be saved: drop --save-every")
+    if args.workers is not None and args.address is not None:
+        raise ValueError(f"--workers {args.workers} with --address {args.address}: the Ray "
+                         "cluster's CPUs set how many groups train at once; drop --workers")
+
+
+def store_of(args, sweep) -> Path:
+    """``--store`` (a store file, or a folder holding one: :func:`interp.sweeps.frame.find_store`),
+    else the sweep folder's default store."""
+    from interp.sweeps.frame import find_store
+
+    if not args.store:
+        return sweep.default_store
+    path = Path(args.store)
+    if path.is_dir():
+        try:
+            return find_store(path)
+        except ValueError:
+            pass  # a folder without a store: the driver refuses it, naming the folder
+    return path
+
+
 def run(args) -> int:
     import json
 
+    check_flags(args)
     warm_loader()  # configs.py's loader imports the trainer while this process does
     device = check_backend(args.backend, args.address, args.device)  # before anything is read
     sweep = load(args.dir, timeout=args.load_timeout)
     where = parse_where(args.where)
-    store_path = Path(args.store) if args.store else sweep.default_store
+    store_path = store_of(args, sweep)
     configs = select(sweep.configs, where)
     if not configs:
         raise ValueError(f"--where {args.where} matches none of the {len(sweep.configs)} configs")
@@ -140,12 +169,12 @@ def run(args) -> int:
     # and leaving its workers training on
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        summary = run_sweep(sweep, store=store_path, workers=args.workers,
+        summary = run_sweep(sweep, store=store_path, workers=args.workers or 1,
                             threads=args.threads, limit=args.limit, where=where,
                             retry_failed=args.retry_failed, backend=args.backend,
                             address=args.address, device=device, on_plan=on_plan,
                             checkpoints=not args.no_checkpoints,
-                            save_every=args.save_every or None,
+                            save_every=600.0 if args.save_every is None else args.save_every or None,
                             on_start=lambda group: progress["start"](group),
                             on_run=lambda record: progress["run"](record))
     except KeyboardInterrupt:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from interp.core import tasks
-from interp.theory.temperature import FAMILIES, VARIANTS, fit_power, measure
+from interp.theory.temperature import FAMILIES, VARIANTS, default_variant, fit_power, measure
 
 
 def add_arguments(parser) -> None:
@@ -25,7 +25,7 @@ def run(args) -> int:
     rows = []
     for case in args.case:
         tasks.check_case(case)
-        variant = args.variant or ("tiebroken" if case == 5 else "paper")
+        variant = args.variant or default_variant(case)
         for family in args.family:
             for n in sorted(args.n):
                 tasks.check_n(n, 2)

@@ -29,7 +29,7 @@ def run(args) -> int:
             row = dict(n=n, dtype=dt, **parameter_counts(model))
             for function in ("any", "permutation"):
                 plan = "exhaustive" if n <= args.exhaustive_up_to else "random"
-                r = accuracy(model, n, inputs=plan, count=args.random, function=function)
+                r = accuracy(model, inputs=plan, count=args.random, function=function)
                 row[f"{function}_{plan}"] = r
             row["seconds"] = round(time.perf_counter() - t0, 2)
             rows.append(row)

@@ -13,23 +13,36 @@ from interp.core.verify import EXHAUSTIVE_LIMIT, PLANS, VerifyRow, default_plan,
 def add_arguments(p) -> None:
     p.add_argument("--case", type=int, nargs="*", help="cases to check (default: the plan's)")
     p.add_argument("--n", type=int, nargs="*", help="table sizes (with --case)")
-    p.add_argument("--plan", default="random", choices=PLANS, help="with --case/--n")
-    p.add_argument("--inputs", type=int, default=10_000, help="random inputs per row")
-    p.add_argument("--function", default="permutation", choices=tasks.FUNCTIONS)
+    p.add_argument("--plan", default=None, choices=PLANS, help="with --case/--n (default random)")
+    p.add_argument("--inputs", type=int, default=None, help="random inputs per row (with --case/--n; default 10000)")
+    p.add_argument("--function", default=None, choices=tasks.FUNCTIONS,
+                   help="with --case/--n (default permutation)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--attention", default="leftmost")
-    p.add_argument("--quick", action="store_true", help="a small default plan (seconds)")
+    p.add_argument("--quick", action="store_true", help="a small default plan (seconds; not with --case/--n)")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
 
 
 def plan_from_args(args) -> list[dict]:
+    """The rows to verify: the default plan, or ``--case`` x ``--n``; a flag the chosen plan would
+    ignore is refused by name."""
+    rows_flags = [f"--{k} {v}" for k, v in (("plan", args.plan), ("inputs", args.inputs),
+                                             ("function", args.function)) if v is not None]
     if not args.case and not args.n:
+        if rows_flags:
+            raise ValueError(f"{rows_flags[0]} applies to --case/--n rows; the default plan sets its "
+                             "own: add --case/--n or drop it")
         plan = default_plan(quick=args.quick)
     else:
+        if args.quick:
+            raise ValueError("--quick picks the small default plan; with --case/--n it would be "
+                             "ignored: drop one")
         cases = args.case or list(tasks.CASES)
         ns = args.n or [100]
         plan = [
-            dict(case=c, n=n, plan=args.plan, inputs=args.inputs, function=args.function)
+            dict(case=c, n=n, plan=args.plan or "random",
+                 inputs=10_000 if args.inputs is None else args.inputs,
+                 function=args.function or "permutation")
             for c in cases
             for n in ns
         ]

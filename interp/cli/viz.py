@@ -22,12 +22,14 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from interp.core import tasks
     from interp.inspect import hooks, viz
 
     viz.check_inputs(args.inputs)  # before any work
-    model, case, n, label = model_from_args(args)
-    tokens = hooks.sample_inputs(case, n, args.inputs, seed=args.seed)
-    paths = viz.write_all(model, case, n, args.out, title=label, tokens=tokens, inputs=args.inputs)
+    model, label = model_from_args(args)
+    task, n = tasks.of(model)
+    tokens = hooks.sample_inputs(task.case, n, args.inputs, seed=args.seed)
+    paths = viz.write_all(model, args.out, title=label, tokens=tokens, inputs=args.inputs)
     if args.json:
         print(json.dumps({k: str(v) for k, v in paths.items()}, indent=1))
     else:

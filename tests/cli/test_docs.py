@@ -74,3 +74,12 @@ def test_shell_blocks_name_real_commands_and_flags(page):
                     parser.parse_args(argv)
                 except SystemExit as e:  # argparse refuses an unknown flag or a bad value
                     pytest.fail(f"{page.name}: `interp {' '.join(argv)}` does not parse ({e.code})")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_named_files_and_links_exist(page):
+    text = page.read_text()
+    for path in set(re.findall(r"`((?:experiments|interp|tests|docs)/[\w./-]+)`", text)):
+        assert (ROOT / path).exists(), f"{page.name}: {path}"
+    for link in set(re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text)):
+        assert (page.parent / link).exists(), f"{page.name}: link {link}"

@@ -21,7 +21,7 @@ def sweep_dir(tmp_path_factory):
     with store.Store(root / "results" / "store.sqlite") as db:
         path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
         db.put(store.RunRecord(name=cfg.name(), sweep="one", config=cfg.to_dict(), seed=0,
-                               status="ok", accuracy=hooks.accuracy(model, 2, 5)), path)
+                               status="ok", accuracy=hooks.accuracy(model)), path)
     return root
 
 

@@ -166,6 +166,11 @@ VALID = {
     "init": lambda x: isinstance(x, str) and x in training.INITS,
     "function": lambda x: isinstance(x, str) and x in ("permutation", "any"),
     "d_mlp": lambda x: _int(x) and x >= 0,
+    "mlp": lambda x: isinstance(x, str) and x in ("every", "last"),  # "last" needs d_mlp > 0
+    "attn_bias": lambda x: isinstance(x, bool),
+    "unembed_bias": lambda x: isinstance(x, bool),
+    "W_O": lambda x: isinstance(x, str) and x in ("free", "identity"),
+    "residual": lambda x: isinstance(x, str) and x in ("stream", "embed"),
 }
 FIELDS = [f.name for f in dataclasses.fields(TrainConfig)]
 BASE = dict(case=1, n=5, d_token=2)

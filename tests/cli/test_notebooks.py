@@ -171,8 +171,8 @@ def outputs():
     from interp.inspect import notebook
 
     model = constructions.build(5, 6)
-    one = notebook.attention(model, 5, 6, inputs=2, title="case 5", mechanism="construction")
-    two = notebook.side_by_side([("a", model, 5, 6, "construction"), ("b", model, 5, 6, None)], inputs=1)
+    one = notebook.attention(model, inputs=2, title="case 5", mechanism="construction")
+    two = notebook.side_by_side([("a", model, "construction"), ("b", model, None)], inputs=1)
     return notebook.script(), one, two, notebook.script_note()
 
 
@@ -186,10 +186,10 @@ def test_views_are_small_and_the_script_is_shown_once(outputs):
     from interp.core import constructions
     from interp.inspect import notebook
 
-    inlined = notebook.attention(constructions.build(5, 6), 5, 6, inputs=1, inline=True)
+    inlined = notebook.attention(constructions.build(5, 6), inputs=1, inline=True)
     assert bundle in inlined._repr_html_()  # for frontends that frame every output (Colab)
     with pytest.raises(ValueError, match="mechanism="):
-        notebook.side_by_side([("a", constructions.build(5, 6), 5, 6, "backwards")])
+        notebook.side_by_side([("a", constructions.build(5, 6), "backwards")])
 
 
 def test_views_render_while_the_notebook_runs_and_after_the_script_is_dropped(outputs, tmp_path):

@@ -1,0 +1,168 @@
+"""``interp train --case C --n N --d-token D --out DIR``: one run from the shell.
+
+Trains one :class:`interp.training.runs.TrainConfig` with the paper's protocol as the tables
+run it (Adam 1e-3, batches of 256, at most 10,000 steps, stop below loss 0.01, one layer,
+learned positions, and ``init="pytorch"`` as ``experiments/table1`` and ``table2`` use, where
+TrainConfig's own default is TransformerLens's ``"gpt2"``), with a bar on stderr: steps and
+the training-batch loss (the engines measure no accuracy per step; the test accuracy shows
+when training ends). Then writes ``DIR``, whole or not at all (a temporary sibling folder,
+renamed into place):
+
+* ``model.safetensors`` + ``config.json``: a checkpoint (:func:`interp.load_run`, ``interp
+  probe DIR``, ``interp viz DIR``);
+* ``store.sqlite``: a one-run results store whose run's checkpoint is ``DIR`` itself
+  (``interp explore DIR``, ``interp curves DIR``, :func:`interp.read_runs`).
+
+Ctrl-C (or SIGTERM) while training writes nothing. An existing ``DIR`` that is not empty is
+refused unless ``--force``, which replaces only a checkpoint folder (an earlier run's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+#: the paper's protocol as the tables run it; tests/cli/test_train.py checks these against
+#: TrainConfig's defaults (all but init, which the tables set to "pytorch")
+DEFAULTS = dict(n_layers=1, pos_embed="learned", d_mlp=0, seed=0, max_steps=10_000, lr=1e-3,
+                batch_size=256, stop_loss=0.01, init="pytorch", function="permutation")
+#: what ``--force`` may replace: a folder holding a checkpoint (an earlier ``interp train``)
+RUN_FILES = ("model.safetensors", "config.json")
+STORE = "store.sqlite"
+
+
+def add_arguments(p) -> None:
+    d = DEFAULTS
+    p.add_argument("--case", type=int, required=True, help="input presentation, 1-5")
+    p.add_argument("--n", type=int, required=True, help="table size n (f: [n] -> [n])")
+    p.add_argument("--d-token", type=int, required=True, help="token embedding width")
+    p.add_argument("--layers", type=int, default=d["n_layers"], help=f"layers (default {d['n_layers']})")
+    p.add_argument("--pe", default=d["pos_embed"], help="positional embedding: learned (default) or none")
+    p.add_argument("--d-mlp", type=int, default=d["d_mlp"], help="MLP width per block (default 0: attention only)")
+    p.add_argument("--seed", type=int, default=d["seed"], help="seed of init, data and test data (default 0)")
+    p.add_argument("--steps", type=int, default=d["max_steps"], help=f"at most this many steps (default {d['max_steps']})")
+    p.add_argument("--stop-loss", type=float, default=d["stop_loss"],
+                   help=f"stop once the training-batch loss is below this (default {d['stop_loss']}; 0: never)")
+    p.add_argument("--init", default=d["init"],
+                   help="initialisation (default pytorch, as the tables; TrainConfig's own default is gpt2)")
+    p.add_argument("--function", default=d["function"], help="permutation (default, the paper) or any")
+    p.add_argument("--lr", type=float, default=d["lr"], help=f"Adam learning rate (default {d['lr']:g})")
+    p.add_argument("--batch-size", type=int, default=d["batch_size"], help=f"inputs per step (default {d['batch_size']})")
+    p.add_argument("--engine", default="fast", help="fast (default) or reference (the plain TransformerLens loop)")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    p.add_argument("--out", required=True, help="output folder (created; refused if not empty, unless --force)")
+    p.add_argument("--force", action="store_true", help="replace --out if it holds an earlier run")
+    p.add_argument("--json", action="store_true", help="no bar; print the run's metrics as JSON")
+
+
+def check_out(out: Path, force: bool) -> None:
+    """Refuse an ``--out`` that is a file or a link, or a folder that is not empty (unless
+    ``force`` and it holds a checkpoint), before any training."""
+    here = Path.cwd().resolve()
+    if out.resolve() == here or out.resolve() in here.parents:
+        raise ValueError(f"--out {out} is the current folder or holds it; accepted: a new or "
+                         "empty folder below or beside it")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise ValueError(f"--out {out} is {'a link' if out.is_symlink() else 'a file'}; "
+                         "accepted: a new or empty folder")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not force:
+        raise ValueError(f"--out {out} exists and is not empty; pass --force to replace it, "
+                         "or choose another --out")
+    if not all((out / f).is_file() for f in RUN_FILES):
+        raise ValueError(f"--out {out} is not a run folder (no {' and '.join(RUN_FILES)}); "
+                         "--force replaces only an earlier run's folder")
+
+
+def config_from_args(args):
+    from interp.training.runs import TrainConfig
+
+    return TrainConfig(case=args.case, n=args.n, d_token=args.d_token, n_layers=args.layers,
+                       pos_embed=args.pe, d_mlp=args.d_mlp, seed=args.seed, max_steps=args.steps,
+                       stop_loss=args.stop_loss, init=args.init, function=args.function,
+                       lr=args.lr, batch_size=args.batch_size)
+
+
+def write_run(result, out: Path, *, started_at: str | None = None) -> Path:
+    """Write ``result`` to the folder ``out`` (the module docstring's files), whole or not at all:
+    built in a temporary sibling folder, renamed into place (an earlier folder is replaced)."""
+    import hashlib
+    import shutil
+    import uuid
+
+    from interp.sweeps.store import RunRecord, Store
+    from interp.training import checkpoints
+    from interp.training.files import replace_folder
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        checkpoints.save(result, tmp)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o777 & ~mask)  # a folder as mkdir makes it (save's temporary one is 0700)
+        sums = {f: hashlib.sha256((tmp / f).read_bytes()).hexdigest() for f in RUN_FILES}
+        c = result.config
+        record = RunRecord(
+            name=c.name(), sweep=out.name, config=c.to_dict(), seed=c.seed, status=result.status,
+            accuracy=float(result.accuracy), steps=int(result.steps),
+            final_loss=float(result.final_loss), seconds=float(result.seconds),
+            curve=[[int(s), float(v)] for s, v in result.curve], started_at=started_at,
+            cpu_seconds=None if result.cpu_seconds is None else float(result.cpu_seconds),
+        )
+        with Store(tmp / STORE) as db:
+            db.put(record, tmp, sums)  # the run's checkpoint is the folder itself: "."
+        replace_folder(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def summary(result, out: Path) -> str:
+    c = result.config
+    how = (f"stopped: loss {result.final_loss:.4f} < {c.stop_loss:g}" if result.final_loss < c.stop_loss
+           else f"loss {result.final_loss:.4f}")
+    if result.status != "ok":
+        how = result.status
+    return (f"{c.label()}: test accuracy {100 * result.accuracy:.1f}% after {result.steps} steps "
+            f"({how}) in {result.seconds:.1f} s\n"
+            f"written: {out} ({', '.join(RUN_FILES)}, {STORE})\n"
+            f"next: interp probe {out} | interp viz {out} --out {out}-viz | interp curves {out} | "
+            f"interp explore {out} --out {out}-explore")
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run(args) -> int:
+    from interp.cli.bars import step_bar
+    from interp.sweeps.store import now
+    from interp.training import trainer
+
+    out = Path(args.out)
+    check_out(out, args.force)
+    config = config_from_args(args)  # bad values: one line each (TrainConfig's checks)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill`, `timeout`: as Ctrl-C
+    try:
+        started = now()
+        result = trainer.train(config, engine=args.engine, device=args.device,
+                               progress=None if args.json else step_bar)
+        check_out(out, args.force)  # again: the folder may have changed while training
+        write_run(result, out, started_at=started)
+    except KeyboardInterrupt:
+        print(f"interrupted: nothing written ({out} is as it was)", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if args.json:
+        print(json.dumps(dict(result.metrics(), out=str(out)), indent=1, default=float))
+    else:
+        print(summary(result, out))
+    return 0
