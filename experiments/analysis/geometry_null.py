@@ -20,7 +20,7 @@ off this script's output; it checks that each still sits where it should and wri
 
 Each QK matrix is `circuits.qk_matrix` on 512 sampled inputs; the old order-free test
 (`probes.circle_test` of the mean key vectors, passing at top-2 variance >= 0.9 and radius cv <=
-0.15 as in `analysis._circle_verdict`) is recorded beside it.
+0.15 as in `labels._circle_verdict`) is recorded beside it.
 
     .venv/bin/python experiments/analysis/geometry_null.py   # about 2 minutes on one core
 """
@@ -58,14 +58,13 @@ def row(circle: geometry.CircuitCircle, **info) -> dict:
 
 def measure_model(model, **info) -> list[dict]:
     """QK and OV circle tests of one model, the old key-vector circle test beside QK."""
-    case, n = info["case"], info["n"]
-    kq = circuits.key_query_vectors(model, case, n, batch_size=BATCH)
+    kq = circuits.key_query_vectors(model, batch_size=BATCH)  # the case and n are the model's
     old = probes.circle_test(kq.keys)
     old_pass = bool(old.top2_var >= 0.9 and old.radius_cv <= 0.15)
     qk = geometry.score_circle(circuits.qk_from_vectors(kq).matrix, name="QK")
     return [row(qk, **info, old_top2=round(old.top2_var, 5), old_rcv=round(old.radius_cv, 5),
                 old_pass=old_pass),
-            row(geometry.ov_circle(model, case, n), **info)]
+            row(geometry.ov_circle(model), **info)]
 
 
 def random_models() -> list[dict]:
@@ -90,8 +89,8 @@ def shuffled() -> list[dict]:
     for case in (1, 2, 3, 4, 5):
         for n in NS:
             model = constructions.build(case, n, dtype=torch.float64)
-            mats = {"QK": circuits.qk_matrix(model, case, n, batch_size=BATCH).matrix.double(),
-                    "OV": circuits.ov_matrix(model, case, n).matrix.double()}
+            mats = {"QK": circuits.qk_matrix(model, batch_size=BATCH).matrix.double(),
+                    "OV": circuits.ov_matrix(model).matrix.double()}
             for name, S in mats.items():
                 U, s, Vh = torch.linalg.svd(S)
                 L, R = U[:, :2] * s[:2], Vh[:2].T.clone()
@@ -125,9 +124,9 @@ def controls() -> list[dict]:
             for noise in NOISES:
                 for seed in SEEDS:
                     if case == 5:
-                        model = noisy_last_layer(geometry.disguise(base, case, n, seed=seed), noise, seed)
+                        model = noisy_last_layer(geometry.disguise(base, seed=seed), noise, seed)
                     else:
-                        model = geometry.disguise(base, case, n, seed=seed, noise=noise)
+                        model = geometry.disguise(base, seed=seed, noise=noise)
                     rows += measure_model(model, kind="control", case=case, n=n,
                                           noise=noise, seed=seed)
         print(f"controls: case {case} done", file=sys.stderr, flush=True)

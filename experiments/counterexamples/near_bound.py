@@ -60,7 +60,7 @@ def wrong(model, c, mode=None) -> bool:
 
 
 def row(model, n: int, source: str) -> dict:
-    check = check_bound(model, n)
+    check = check_bound(model)
     c = find_counterexample_attention_only(model)
     out = dict(source=source, n=n, accuracy=round(check.accuracy, 4), inputs=check.inputs,
                families=check.families, families_all_right=check.families_all_right,

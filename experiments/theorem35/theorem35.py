@@ -35,9 +35,9 @@ def main():
             model = S.build(n, dtype=getattr(torch, dtype))
             row = dict(n=n, dtype=dtype, **S.parameter_counts(model))
             if n in EXHAUSTIVE:
-                row["exhaustive_any"] = S.accuracy(model, n, inputs="exhaustive", function="any")
+                row["exhaustive_any"] = S.accuracy(model, inputs="exhaustive", function="any")
             for function in ("any", "permutation"):
-                row[f"random_{function}"] = S.accuracy(model, n, count=4096, function=function, seed=n)
+                row[f"random_{function}"] = S.accuracy(model, count=4096, function=function, seed=n)
             row["seconds"] = round(time.perf_counter() - t, 1)
             rows.append(row)
             acc = {k: v["accuracy"] for k, v in row.items() if isinstance(v, dict)}
