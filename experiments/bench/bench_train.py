@@ -25,6 +25,7 @@ import argparse
 import os
 
 os.environ.setdefault("MKL_CBWR", "AUTO")  # before torch loads: alignment-independent MKL
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # as `interp sweep` runs (interp/cli)
 
 import platform  # noqa: E402
 import resource  # noqa: E402
@@ -37,6 +38,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from interp.core import tasks  # noqa: E402
 from interp.training import fast_train  # noqa: E402
+from interp.training.machine import cpu_model, keep_freed_memory  # noqa: E402
 from interp.training.trainer import TrainConfig, generator, init_model, trainable  # noqa: E402
 
 #: (label, config): the paper's Table 1 and Table 2 settings.
@@ -51,6 +53,8 @@ CONFIGS = [
      dict(case=5, n=20, d_token=200, n_layers=2, d_mlp=800, init="pytorch")),
     ("case 5, n=20, d_token 32, 2 layers + MLP 128",
      dict(case=5, n=20, d_token=32, n_layers=2, d_mlp=128, init="pytorch")),
+    ("case 5, n=10, d_token 32, 2 layers + MLP 128 (mlp-4x, issue 27)",
+     dict(case=5, n=10, d_token=32, n_layers=2, d_mlp=128, init="pytorch")),
 ]
 #: indices of the two-layer MLP configs (``--mlp``)
 MLP_CONFIGS = [i for i, (_, kw) in enumerate(CONFIGS) if kw.get("d_mlp") and kw.get("n_layers") == 2]
@@ -79,17 +83,38 @@ def _ensemble(config: TrainConfig, seeds: int, device: str = "cpu"):
     return fast_train.Ensemble([config.replace(seed=s) for s in range(seeds)], device=device)
 
 
+class Graph:
+    """The captured-step ensemble (``fast_graph.GraphEnsemble``; eager on the CPU): ``run(n)``
+    runs n steps with one read-back at the end, as training does every ``check_every`` steps."""
+
+    def __init__(self, config: TrainConfig, seeds: int, device: str, steps: int):
+        from interp.training.fast_graph import GraphEnsemble
+
+        self.ens = GraphEnsemble([config.replace(seed=s) for s in range(seeds)], device=device,
+                                 check_every=steps)
+
+    def step(self):
+        self.run(1)
+
+    def run(self, steps: int):
+        self.ens.k, done = steps, 0  # a block of `steps` steps (the buffers hold check_every)
+        while done < steps:
+            done += len(self.ens.advance())
+
+
 def _time_block(runner, steps: int) -> tuple[float, float]:
     """(wall, CPU) milliseconds per step; CPU time leaves out time spent descheduled."""
     t, c = time.perf_counter(), time.process_time()
-    for _ in range(steps):
+    if isinstance(runner, Graph):
+        runner.run(steps)
+    for _ in range(0 if isinstance(runner, Graph) else steps):
         runner.step()
     if torch.cuda.is_available():
         torch.cuda.synchronize()  # the plain loop's last step may still be queued on a GPU
     return (time.perf_counter() - t) / steps * 1e3, (time.process_time() - c) / steps * 1e3
 
 
-def bench_config(kwargs: dict, steps: int, repeats: int, device: str = "cpu") -> dict:
+def bench_config(kwargs: dict, steps: int, repeats: int, device: str = "cpu", graph: bool = False) -> dict:
     # stop_loss 0: nothing stops early, every step is a full step
     config = TrainConfig(**kwargs, stop_loss=0.0, max_steps=10**9)
     runners = {
@@ -97,7 +122,9 @@ def bench_config(kwargs: dict, steps: int, repeats: int, device: str = "cpu") ->
         "ours x1": (_ensemble(config, 1, device), 1, steps),
         "ours x5": (_ensemble(config, 5, device), 5, steps),
     }
-    for runner, _, _ in runners.values():  # warm-up
+    if graph:
+        runners["graph x5"] = (Graph(config, 5, device, steps), 5, steps)
+    for runner, _, _ in runners.values():  # warm-up (a graph is captured here)
         runner.step()
         runner.step()
     wall: dict[str, list[float]] = {k: [] for k in runners}
@@ -158,31 +185,38 @@ def main(argv=None) -> int:
     parser.add_argument("--mlp", action="store_true",
                         help=f"only the two-layer MLP configs (CONFIGS {MLP_CONFIGS})")
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--graph", action="store_true",
+                        help="also the captured-step ensemble (fast_graph; eager on the CPU)")
     parser.add_argument("--parallel", action="store_true", help="also threads vs processes")
     parser.add_argument("--out", help="also write the Markdown report here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    keep_freed_memory()  # glibc keeps freed large blocks, as in `interp sweep`
     from interp.training.runs import check_device
 
     device = check_device(args.device)
     indices = args.only or (MLP_CONFIGS if args.mlp else range(len(CONFIGS)))
     chosen = [CONFIGS[i] for i in indices]
-    load_before = os.getloadavg()
+    start, cpu_start, load_before = time.perf_counter(), time.process_time(), os.getloadavg()
+    ours = ["ours x1", "ours x5"] + (["graph x5"] if args.graph else [])
     header = [
-        "| config | reference ms/step | ours x1 ms/step | ours x5 ms/seed-step | ratio x1 | ratio x5 |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| config | reference ms/step | " + " | ".join(
+            f"{k} ms/{'seed-' if 'x5' in k else ''}step" for k in ours) + " | "
+        + " | ".join(f"ratio {k.removeprefix('ours ')}" for k in ours) + " |",
+        "|---|" + "---:|" * (1 + 2 * len(ours)),
     ]
-    lines, cpu_lines = ["Wall time:", ""] + header, ["", "CPU time of this process:", ""] + header
+    top = [f"Load average at the start (1 / 5 / 15 min): {load_before[0]:.2f} / "
+           f"{load_before[1]:.2f} / {load_before[2]:.2f} on {os.cpu_count()} cores "
+           "(timings under load are not final).", ""]
+    lines, cpu_lines = top + ["Wall time:", ""] + header, ["", "CPU time of this process:", ""] + header
     print(*lines, sep="\n", flush=True)
 
     def row(label, r):
-        return (
-            f"| {label} | {r['reference']:.1f} | {r['ours x1']:.2f} | {r['ours x5']:.2f} | "
-            f"{r['reference'] / r['ours x1']:.0f}x | {r['reference'] / r['ours x5']:.0f}x |"
-        )
+        return (f"| {label} | {r['reference']:.1f} | " + " | ".join(f"{r[k]:.2f}" for k in ours)
+                + " | " + " | ".join(f"{r['reference'] / r[k]:.1f}x" for k in ours) + " |")
 
     for label, kwargs in chosen:
-        wall, cpu = bench_config(kwargs, args.steps, args.repeats, device)
+        wall, cpu = bench_config(kwargs, args.steps, args.repeats, device, graph=args.graph)
         lines.append(row(label, wall))
         cpu_lines.append(row(label, cpu))
         print(lines[-1], flush=True)
@@ -196,7 +230,7 @@ def main(argv=None) -> int:
         f"Load average before/after (1 min): {load_before[0]:.1f} / {load_after[0]:.1f} on "
         f"{os.cpu_count()} cores; MKL_CBWR={os.environ.get('MKL_CBWR')}, seeds stacked: "
         f"{device != 'cpu' or fast_train.mkl_reproducible()}; torch {torch.__version__}, "
-        f"{platform.machine()}, device {device}"
+        f"{platform.machine()} ({cpu_model()}), device {device}"
         + (f" ({torch.cuda.get_device_name(device)})" if device != "cpu" else "") + ".",
         f"Timing: median of {args.repeats} interleaved blocks, {args.steps} steps per block "
         f"for ours and {max(3, args.steps // 5)} for the reference; one intra-op thread.",
@@ -207,11 +241,13 @@ def main(argv=None) -> int:
         notes.append(f"\nBoth cores, {label}, ensembles of 5 seeds (seed-steps per second):\n")
         notes.append("| layout | seed-steps/s |\n|---|---:|")
         notes.extend(f"| {k} | {v:.0f} |" for k, v in par.items())
+    notes.append(f"Script: {time.perf_counter() - start:.0f} s wall, "
+                 f"{time.process_time() - cpu_start:.0f} s process CPU.")
     print("\n".join(notes))
     if args.out:
         with open(args.out, "w") as f:
             f.write("# Trainer benchmark\n\nCommand: `.venv/bin/python "
-                    f"experiments/bench/bench_train.py {' '.join(sys.argv[1:])}`\n\n")
+                    f"experiments/bench/bench_train.py {' '.join(sys.argv[1:] if argv is None else argv)}`\n\n")
             f.write("\n".join(lines + notes) + "\n")
     return 0
 
