@@ -61,15 +61,15 @@ def sample_indices(
 
     ``out`` (optional): numpy views ``(J [K, batch, pos], answers [batch])`` to fill in place.
     """
-    g = generator
+    g, task = generator, tasks.get(case)
     shape = (batch_size, n)
     if function == "permutation":
         values = _argsort_np(torch.rand(shape, generator=g))
     else:
         values = torch.randint(0, n, shape, generator=g).numpy()
-    keys = _argsort_np(torch.rand(shape, generator=g)) if case in tasks.PERMUTED else None
+    keys = _argsort_np(torch.rand(shape, generator=g)) if task.permuted else None
     target = torch.randint(0, n, (batch_size,), generator=g).numpy()
-    K = 2 if case in tasks.SAME_POSITION else 1
+    K = 2 if task.same_position else 1
     P = tasks.seq_len(case, n)
     if out is None:
         J, answers = np.empty((K, batch_size, P), np.int64), np.empty(batch_size, np.int64)
@@ -81,15 +81,15 @@ def sample_indices(
         keys = np.broadcast_to(np.arange(n), shape)
     else:
         answers[:] = values[rows, np.argmax(keys == target[:, None], axis=1)]
-    if case == 1:
-        J[0, :, :n] = values
-    elif case in tasks.SAME_POSITION:
+    if task.same_position:
         J[0, :, :n] = keys
         J[1, :, :n] = values + n
         J[1, :, n] = 2 * n
-    else:
+    elif task.consecutive:
         J[0, :, 0 : 2 * n : 2] = keys
         J[0, :, 1 : 2 * n : 2] = values
+    else:  # no keys (case 1): the values in slot order
+        J[0, :, :n] = values
     J[0, :, P - 1] = target
     if out is None:
         return torch.from_numpy(J), torch.from_numpy(answers)

@@ -99,7 +99,7 @@ class Ensemble:
                 "seeds are computed one by one; set MKL_CBWR=AUTO in the environment before "
                 "the process starts to stack them (about 2x faster for one-layer models)"
             )
-        self.K = 2 if cfg0.case in tasks.SAME_POSITION else 1
+        self.K = 2 if tasks.get(cfg0.case).same_position else 1
         self.P = tasks.seq_len(cfg0.case, cfg0.n)
         S = len(self.configs)
         self.curves: list[list[tuple[int, float]]] = [[] for _ in range(S)]

@@ -207,7 +207,7 @@ class GraphEnsemble(Ensemble):
         views = Unflatten.apply(self.flat, self.layout, box)
         p = stack_params(self.models, leaves={id(q): v for q, v in zip(self.params[0], views)},
                          pos_zero=self.pos_zero)
-        p["final_query"] = self.cfg.case in tasks.SAME_POSITION  # batches end in a query token
+        p["final_query"] = tasks.get(self.cfg.case).same_position  # batches end in a query token
         J = self.J_block.index_select(0, self.slot)[0]
         answers = self.ans_block.index_select(0, self.slot)[0]
         losses = seed_losses(p, J, answers)  # [seed]
