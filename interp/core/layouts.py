@@ -10,6 +10,7 @@ plus its case, name, key order (``permuted``) and constructions; use it through
 
 from __future__ import annotations
 
+import abc
 import numbers
 from typing import ClassVar, Literal, Sequence
 
@@ -63,7 +64,7 @@ def check_permutations(keys: Tensor, n: int) -> None:
         raise ValueError(f"keys row {row} = {keys[row].tolist()} is not a permutation of 0..{n - 1}")
 
 
-class Layout:
+class Layout(abc.ABC):
     """What every presentation does alike; a subclass says where the tokens go.
 
     The object it belongs to has ``case`` and ``permuted`` (keys in a fresh order per input).
@@ -77,8 +78,9 @@ class Layout:
 
     # ---- where things are (the subclasses)
 
+    @abc.abstractmethod
     def seq_len(self, n: int) -> int:
-        raise NotImplementedError
+        ...
 
     def d_vocab(self, n: int) -> int:
         return check_n(n)
@@ -87,33 +89,35 @@ class Layout:
         """The paper's residual width for token width d_token (pair tokens: key + value)."""
         return d_token
 
+    @abc.abstractmethod
     def value_pos(self, n: int, j: int) -> int:
         """Position of the token holding slot j's value."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def key_pos(self, n: int, j: int) -> int | None:
         """Position of the token holding slot j's key (the pair token itself in cases 2-3);
         None when no token holds it (case 1: the position is the key)."""
-        raise NotImplementedError
 
     def query_token(self, n: int, target):
         """The token id (or ids) of target key(s) i* at the query position."""
         return target
 
+    @abc.abstractmethod
     def layout(self, n: int, keys: Tensor, values: Tensor, target: Tensor) -> Int[Tensor, "batch pos"]:
         """Tokens of [batch, n] keys and values and [batch] targets, unchecked."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def split(self, n: int, tokens: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """``(keys [batch, n], values [batch, n], target [batch])`` of tokens of the right shape
         and vocabulary; keys are not checked."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _decode(self, n: int, toks: list[int]) -> tuple[list[int], list[int], int]:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def _labels(self, n: int, keys: list[int], values: list[int]) -> list[str]:
-        raise NotImplementedError
+        ...
 
     # ---- derived
 
