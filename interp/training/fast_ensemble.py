@@ -140,23 +140,29 @@ class Ensemble:
         losses.sum().backward()
         finished = set()
         for j, s in enumerate(active):
-            v = values[j]
-            self.last[s] = v
-            if not math.isfinite(v):  # no update from a non-finite loss; the seed stops
-                self.status[s] = f"failed: non-finite loss ({v}) at step {step}"
-                self.curves[s].append((step, v))
-                for p in self.params[s]:
-                    p.grad = None
+            if self.record(s, step, values[j]):
                 finished.add(s)
-                continue
-            self.steps[s] = step
-            stop = v < cfg.stop_loss
-            if step == 1 or step % cfg.curve_every == 0 or stop or step == cfg.max_steps:
-                self.curves[s].append((step, v))
-            if stop:
-                finished.add(s)
+                if self.status[s] != "ok":  # no update from a non-finite loss
+                    for p in self.params[s]:
+                        p.grad = None
         self.opt.step()
         self.active = [s for s in active if s not in finished]
+
+    def record(self, s: int, step: int, v: float) -> bool:
+        """Seed s's loss v at ``step``: its last loss, curve point, step count and status, as
+        both engines keep them; True when the seed stops here (loss < stop_loss, or non-finite:
+        then it has failed)."""
+        cfg = self.cfg
+        self.last[s] = v
+        if not math.isfinite(v):
+            self.status[s] = f"failed: non-finite loss ({v}) at step {step}"
+            self.curves[s].append((step, v))
+            return True
+        self.steps[s] = step
+        stop = v < cfg.stop_loss
+        if step == 1 or step % cfg.curve_every == 0 or stop or step == cfg.max_steps:
+            self.curves[s].append((step, v))
+        return stop
 
     def results(self) -> list:
         """Test accuracy of every seed and its RunResult, the models back on the CPU

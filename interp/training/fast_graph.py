@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 
 import torch
 from torch import Tensor
@@ -335,24 +334,14 @@ class GraphEnsemble(Ensemble):
 
     def _record(self, losses: list, r: int, stop_step: list) -> list:
         """The host's bookkeeping for r steps, exactly as :meth:`Ensemble.step` keeps it."""
-        cfg, out = self.cfg, []
+        out = []
         for i in range(r):
             step = self.t + i + 1
             seen, finished = {}, []
             for s in self.active:
                 v = losses[i][s]
                 seen[s] = v
-                self.last[s] = v
-                if not math.isfinite(v):
-                    self.status[s] = f"failed: non-finite loss ({v}) at step {step}"
-                    self.curves[s].append((step, v))
-                    finished.append(s)
-                    continue
-                self.steps[s] = step
-                stop = v < cfg.stop_loss
-                if step == 1 or step % cfg.curve_every == 0 or stop or step == cfg.max_steps:
-                    self.curves[s].append((step, v))
-                if stop:
+                if self.record(s, step, v):
                     finished.append(s)
             for s in finished:
                 if stop_step[s] != step:  # the device and the host disagree: never expected
