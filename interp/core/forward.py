@@ -24,8 +24,8 @@ only), its pattern is computed once and shared by the batch (``cache`` keeps it 
 Supports the models this package builds: no LayerNorm, standard positional embedding,
 bidirectional attention, any number of heads, optionally a ReLU MLP per block, and every
 ``ModelSpec`` choice (read from ``model.spec``: the MLP placement, where mlp="last" skips the
-earlier blocks' zero MLPs, and residual="embed", where block l >= 1 adds its attention output
-to x_0; the fixed tensors are the model's own). Autograd flows.
+earlier blocks' zero MLPs, residual="embed", where block l >= 1 adds its attention output
+to x_0, and embed_scale; the fixed tensors are the model's own). Autograd flows.
 Axes follow TransformerLens: ``batch pos d_model``, ``head_index d_head``, ``query_pos key_pos``.
 """
 
@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.core import attention, models
+from interp.core import attention, embed_scale, models
 
 
 
@@ -94,8 +94,17 @@ def pattern(scores: Tensor, layer_mode: attention.LayerMode) -> Tensor:
 
 
 def embed(model, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_model"]:
-    """``hook_embed``: W_E[tokens]. Pair-token models (cases 2-3) read their two small tables
-    instead of materialising the (n*n + n)-row W_E (same values: see models.PairEmbedding)."""
+    """``hook_embed``: W_E[tokens], times the spec's embed_scale when it is not "1"
+    (:mod:`interp.core.embed_scale`, the same multiplication as its hook). Pair-token models
+    (cases 2-3) read their two small tables instead of materialising the (n*n + n)-row W_E
+    (same values: see models.PairEmbedding)."""
+    spec = models.spec_of(model)
+    if spec is not None and spec.embed_scale != "1":
+        return _embed(model, tokens) * embed_scale.factor(spec)
+    return _embed(model, tokens)
+
+
+def _embed(model, tokens: Tensor) -> Tensor:
     from interp.core.models import has_pair_embedding, pair_tables
 
     if not has_pair_embedding(model):

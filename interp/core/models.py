@@ -29,7 +29,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from interp.core import residual, tasks
+from interp.core import embed_scale, residual, tasks
 from interp.core.pairs import (  # noqa: F401 - re-exported: models.pair_tables etc.
     PairEmbedding, ReadOnlyWeightError, has_pair_embedding, pair_tables, tie_pair_embedding,
 )
@@ -42,6 +42,8 @@ POS_EMBEDS = ("learned", "none")
 MLPS = ("every", "last")
 W_OS = ("free", "identity")
 RESIDUALS = ("stream", "embed")
+POS_INITS = ("drawn", "zero")
+EMBED_SCALES = ("1", "sqrt_d_model")
 #: initialisation families (``ModelSpec.init``; :mod:`interp.core.inits`)
 INITS = ("gpt2", "pytorch", "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal", "mha")
 
@@ -76,12 +78,19 @@ class ModelSpec:
     W_O           "free", "identity"         "free"     "identity": W_O = I, frozen (one value matrix)
     residual      "stream", "embed"          "stream"   "embed": resid_mid_l = x_0 + attn_l(x_l)
     init          :data:`INITS`              "gpt2"     the initialisation family
+    pos_init      "drawn", "zero"            "drawn"    a learned W_pos drawn by ``init``, or zero
+    embed_scale   "1", "sqrt_d_model"        "1"        the token embedding times 1 or sqrt(d_model)
     ============  =========================  =========  ==============================================
 
     ``mlp="last"`` needs d_mlp > 0. "stream" is x_{l+1} = x_l + attn_l(x_l) (+ MLP); "embed" is
     the paper's literal "sum of the input embedding and the attention layer's output" in every
     layer. With one layer, mlp="last" is "every" and "embed" is "stream" (same model, own name).
-    "identity" is the paper's single value matrix. Init families (:mod:`interp.core.inits`):
+    "identity" is the paper's single value matrix. pos_init="zero" starts a learned W_pos at
+    zero (trainable: a ``nn.Parameter(torch.zeros(...))``); it needs pos_embed="learned".
+    embed_scale="sqrt_d_model" multiplies the token embedding (``hook_embed``, before W_pos is
+    added) by sqrt(d_model), as Vaswani et al. (2017, Section 3.4) and PyTorch's transformer
+    tutorial do; it is a permanent hook on ``hook_embed`` (:mod:`interp.core.embed_scale`), so
+    ``hook_embed`` caches the scaled embedding. Init families (:mod:`interp.core.inits`):
     "gpt2", "xavier_*", "kaiming_*" are TransformerLens's; "pytorch" is what ``nn.Embedding`` /
     ``nn.Linear`` give (N(0, 1), U(+-1/sqrt(fan_in))); "mha" is ``nn.MultiheadAttention``'s
     (Xavier-uniform joint in_proj for W_Q, W_K, W_V, zero biases, out_proj as ``nn.Linear``).
@@ -108,6 +117,8 @@ class ModelSpec:
     W_O: str = "free"
     residual: str = "stream"
     init: str = "gpt2"
+    pos_init: str = "drawn"
+    embed_scale: str = "1"
 
     def __post_init__(self):
         tasks.check_case(self.case)
@@ -119,11 +130,14 @@ class ModelSpec:
         self._check_choice("pos_embed")  # the fields in their order: the first bad one is named
         if not _is_int(self.d_mlp) or self.d_mlp < 0:
             raise ValueError(f"d_mlp={self.d_mlp!r}; accepted: an integer >= 0 (0: attention-only, no MLP)")
-        for name in ("mlp", "attn_bias", "unembed_bias", "W_O", "residual", "init"):
+        for name in ("mlp", "attn_bias", "unembed_bias", "W_O", "residual", "init", "pos_init", "embed_scale"):
             self._check_choice(name)
         if self.mlp == "last" and self.d_mlp == 0:
             raise ValueError("mlp='last' with d_mlp=0: there is no MLP to place; accepted: "
                              "d_mlp > 0, or mlp='every' (the default) for an attention-only model")
+        if self.pos_init == "zero" and self.pos_embed == "none":
+            raise ValueError("pos_init='zero' with pos_embed='none': there is no position embedding to "
+                             "initialise; accepted: pos_embed='learned', or pos_init='drawn' (the default)")
 
     def _check_choice(self, name: str) -> None:
         value, accepted = getattr(self, name), CHOICES[name]
@@ -143,6 +157,7 @@ class ModelSpec:
 CHOICES = {
     "pos_embed": POS_EMBEDS, "mlp": MLPS, "attn_bias": (True, False),
     "unembed_bias": (True, False), "W_O": W_OS, "residual": RESIDUALS, "init": INITS,
+    "pos_init": POS_INITS, "embed_scale": EMBED_SCALES,
 }
 
 
@@ -251,6 +266,8 @@ def _outside_the_weights(model) -> str:
              for layer, m in enumerate(attention.modes(model)) if m[:2] != ("softmax", 1.0)]
     if spec is not None and spec.residual == "embed" and spec.n_layers > 1:
         parts.append(f"the residual='embed' hooks of layers {list(range(1, spec.n_layers))}")
+    if spec is not None and spec.embed_scale != "1":
+        parts.append(f"the embed_scale={spec.embed_scale!r} hook on hook_embed")
     tokenizer = "the task tokenizer" + (f" and loss (case {task.case})" if task is not None else "")
     return ", ".join(parts + [tokenizer]) if parts else ""
 
@@ -268,7 +285,7 @@ def build_model(
 ) -> HookedTransformer:
     """A freshly initialised task model: :func:`from_spec` of ``ModelSpec(case, n, d_token,
     n_layers, pos_embed, **choices)`` (``choices``: d_mlp, mlp, attn_bias, unembed_bias, W_O,
-    residual, init; see :class:`ModelSpec`)."""
+    residual, init, pos_init, embed_scale; see :class:`ModelSpec`)."""
     return from_spec(ModelSpec(case, n, d_token, n_layers, pos_embed, **choices), seed=seed, dtype=dtype)
 
 
@@ -277,9 +294,10 @@ def from_spec(spec: ModelSpec, *, seed: int | None = None, dtype: torch.dtype = 
 
     TransformerLens builds it (its "gpt2" init, seeded by ``seed``; None: the global RNG);
     cases 2-3 get their pair embedding; the spec's fixed tensors are set and frozen and its
-    residual hooks installed (:func:`attach_spec`); then a family other than "gpt2" draws
-    the trainable parameters again (after ``torch.manual_seed(seed)`` when a seed is given),
-    and the fixed tensors get their values back.
+    residual and embedding-scale hooks installed (:func:`attach_spec`); then a family other
+    than "gpt2" draws the trainable parameters again (after ``torch.manual_seed(seed)`` when a
+    seed is given), and the fixed tensors get their values back; pos_init="zero" zeroes W_pos
+    last (it stays trainable), so every other parameter draws what it draws under "drawn".
     """
     from interp.core import inits
 
@@ -295,18 +313,24 @@ def from_spec(spec: ModelSpec, *, seed: int | None = None, dtype: torch.dtype = 
             torch.manual_seed(seed)
         inits.initialise(model, spec)
         _set_fixed(model, spec)
+    if spec.pos_init == "zero":
+        with torch.no_grad():
+            model.pos_embed.W_pos.zero_()
     model.eval()  # no dropout anywhere; eval() only silences train-mode branches
     return model
 
 
 def attach_spec(model: HookedTransformer, spec: ModelSpec, *, fix: bool = True) -> HookedTransformer:
     """Make ``model`` (built from ``spec``'s config) the spec's: its fixed tensors set and frozen
-    (unless not ``fix``), the residual hooks of residual="embed" installed, ``model.spec = spec``."""
+    (unless not ``fix``), the residual hooks of residual="embed" and the hook of
+    embed_scale="sqrt_d_model" installed, ``model.spec = spec``."""
     if fix:
         _set_fixed(model, spec)
     if spec.residual == "embed":
         for layer in range(1, spec.n_layers):
             residual.install(model, layer)
+    if spec.embed_scale != "1" and not embed_scale.installed(model):
+        embed_scale.install(model, embed_scale.factor(spec))
     model.spec = spec
     return model
 
@@ -378,6 +402,9 @@ def check_spec(model, *, trainable: bool = False) -> None:
     for layer in range(1, spec.n_layers if spec.residual == "embed" else 0):
         if not residual.installed(model, layer):
             raise ValueError(f"residual='embed', but blocks.{layer} has no embed-residual hook")
+    if embed_scale.installed(model) != (spec.embed_scale != "1"):
+        raise ValueError(f"embed_scale={spec.embed_scale!r}, but the hook_embed scale hook is "
+                         f"{'installed' if embed_scale.installed(model) else 'gone'}")
 
 
 def describe(model: HookedTransformer) -> dict:

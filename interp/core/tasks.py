@@ -49,6 +49,15 @@ from torch import Tensor
 from interp.core import layouts
 from interp.core.layouts import FUNCTIONS, Function, check_function, check_n  # noqa: F401 - re-exported
 
+#: how permuted keys are ordered across a batch (``Task.sample``'s ``key_order``)
+KEY_ORDERS = ("sequence", "batch")
+
+
+def check_key_order(key_order: str) -> str:
+    if key_order not in KEY_ORDERS:
+        raise ValueError(f"key_order={key_order!r}; accepted: one of {KEY_ORDERS}")
+    return key_order
+
 CASES = (1, 2, 3, 4, 5)
 
 
@@ -100,21 +109,26 @@ class Task(layouts.Layout):
     permuted: bool  # keys in a fresh random order per input (else k_j = j, or no keys)
     paper: Paper
 
-    def sample_keys(self, n: int, batch: int, *, generator=None, device=None) -> Int[Tensor, "batch n"]:
-        """Each input's keys: a fresh random order (permuted) or 0..n-1."""
+    def sample_keys(self, n: int, batch: int, *, generator=None, device=None,
+                    key_order: str = "sequence") -> Int[Tensor, "batch n"]:
+        """Each input's keys: a random order (permuted; fresh per input with key_order="sequence",
+        one order for the whole batch with "batch") or 0..n-1."""
         if self.permuted:
-            return torch.rand((batch, n), generator=generator, device=device).argsort(dim=1)
+            rows = batch if check_key_order(key_order) == "sequence" else 1
+            return torch.rand((rows, n), generator=generator, device=device).argsort(dim=1).expand(batch, n)
         return torch.arange(n, device=device).expand(batch, n)
 
     def sample(self, n: int, batch_size: int, *, generator: torch.Generator | None = None,
-               function: Function = "permutation", device=None):
+               function: Function = "permutation", device=None, key_order: str = "sequence"):
         """Random inputs ``[batch, pos]`` and their answers f(i*) ``[batch]``.
 
         f is a uniformly random permutation of [n] (the paper's experiments) or, with
         ``function="any"``, a uniformly random function [n] -> [n] (the theorems). Permuted
-        keys are a fresh random permutation per input. The target key is uniform on [n].
+        keys are a fresh random permutation per input (``key_order="sequence"``) or one random
+        permutation shared by the batch (``"batch"``: one row of draws instead of ``batch``;
+        the paper states f per input but not the key order). The target key is uniform on [n].
         """
-        check_n(n), check_function(function)
+        check_n(n), check_function(function), check_key_order(key_order)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size={batch_size!r}; accepted: an integer >= 1")
         g = generator
@@ -124,7 +138,7 @@ class Task(layouts.Layout):
             values = torch.rand(shape, generator=g, device=dev).argsort(dim=1)
         else:
             values = torch.randint(0, n, shape, generator=g, device=dev)
-        keys = self.sample_keys(n, batch_size, generator=g, device=dev)
+        keys = self.sample_keys(n, batch_size, generator=g, device=dev, key_order=key_order)
         target = torch.randint(0, n, (batch_size,), generator=g, device=dev)
         answers = values.gather(1, (keys == target[:, None]).int().argmax(1, keepdim=True))[:, 0]
         return self.layout(n, keys, values, target), answers

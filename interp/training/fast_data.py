@@ -55,6 +55,7 @@ def sample_indices(
     *,
     generator: torch.Generator,
     function: str = "permutation",
+    key_order: str = "sequence",
     out: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[Int[Tensor, "K batch pos"], Int[Tensor, "batch"]]:
     """``token_indices`` of ``tasks.sample``'s batch and its answers (same draws), no tokens.
@@ -67,7 +68,10 @@ def sample_indices(
         values = _argsort_np(torch.rand(shape, generator=g))
     else:
         values = torch.randint(0, n, shape, generator=g).numpy()
-    keys = _argsort_np(torch.rand(shape, generator=g)) if task.permuted else None
+    keys = None
+    if task.permuted:
+        rows = batch_size if tasks.check_key_order(key_order) == "sequence" else 1
+        keys = np.broadcast_to(_argsort_np(torch.rand((rows, n), generator=g)), shape)
     target = torch.randint(0, n, (batch_size,), generator=g).numpy()
     K = 2 if task.same_position else 1
     P = tasks.seq_len(case, n)

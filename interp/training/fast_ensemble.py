@@ -124,7 +124,7 @@ class Ensemble:
         J_np, ans_np = J.numpy(), answers.numpy()
         for j, s in enumerate(active):
             sample_indices(
-                cfg.case, cfg.n, cfg.batch_size, generator=self.gens[s], function=cfg.function,
+                cfg.case, cfg.n, cfg.batch_size, generator=self.gens[s], function=cfg.function, key_order=cfg.key_order,
                 out=(J_np[:, j], ans_np[j]),
             )
         J, answers = J.to(self.device), answers.to(self.device)

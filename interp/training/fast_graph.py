@@ -300,7 +300,7 @@ class GraphEnsemble(Ensemble):
         for i in range(r):
             for s in self.active:
                 sample_indices(cfg.case, cfg.n, cfg.batch_size, generator=self.gens[s],
-                               function=cfg.function, out=(J[i, :, s], ans[i, s]))
+                               function=cfg.function, key_order=cfg.key_order, out=(J[i, :, s], ans[i, s]))
         self._drawn_states = [g.get_state() for g in self.gens]
         return buf, r
 

@@ -46,7 +46,9 @@ ones need nothing: no biases (attn_bias, unembed_bias) are zero tensors, W_O="id
 I, pos_embed="none" drops W_pos (zero). mlp="last" stacks only the last block's MLP
 (:func:`interp.training.fast_train.stack_params`; the others are fixed at zero), which then
 acts on the final position only; residual="embed" changes only the residual the last layer
-adds to (``p["residual"]``), the same as "stream" with one layer.
+adds to (``p["residual"]``), the same as "stream" with one layer. embed_scale multiplies the
+token tables by ``p["embed_scale"]`` before anything reads them (:func:`final_logits`), so the
+gradients reach the unscaled parameters through one product; pos_init is the initial W_pos only.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.core import attention, models
+from interp.core import attention, embed_scale, models
 from interp.training import fast_tables as tb
 from interp.training import fast_two_layers as two
 
@@ -131,6 +133,7 @@ def stack_params(models_: list, *, leaves: dict | None = None, pos_zero: bool | 
         scale=[float(b.attn.attn_scale) for b in m0.blocks],
         layers=[],
         residual=getattr(models.spec_of(m0), "residual", "stream"),
+        embed_scale=_embed_scale(m0),
     )
     for layer, has_mlp in enumerate(models.mlp_layers(m0)):
         ws = {}
@@ -144,9 +147,26 @@ def stack_params(models_: list, *, leaves: dict | None = None, pos_zero: bool | 
     return p
 
 
+def _embed_scale(model) -> float | None:
+    """embed_scale's multiplier (:mod:`interp.core.embed_scale`); None when it is 1."""
+    spec = models.spec_of(model)
+    return None if spec is None or spec.embed_scale == "1" else embed_scale.factor(spec)
+
+
+def _scaled_tables(p: dict) -> dict:
+    """``p`` with the token tables times ``p["embed_scale"]``: what ``hook_embed`` carries is a
+    gather of the scaled table, elementwise the same product as the hook's."""
+    s = p["embed_scale"]
+    if p["pairs"] is None:
+        return {**p, "T": p["T"] * s, "embed_scale": None}
+    return {**p, "pairs": (p["pairs"][0] * s, p["pairs"][1] * s), "embed_scale": None}
+
+
 def final_logits(p: dict, J: Int[Tensor, "K seed batch pos"]) -> Float[Tensor, "seed batch n"]:
     """The models' ``logits[:, -1]`` for token-row indices ``J``
     (:func:`interp.training.fast_train.token_indices`)."""
+    if p.get("embed_scale") is not None:
+        p = _scaled_tables(p)
     if len(p["layers"]) == 1:
         return _final_logits_1(p, J)
     if "W_in" in p["layers"][0]:

@@ -59,9 +59,10 @@ class TrainConfig(models.ModelSpec):
     attn_bias, unembed_bias, W_O, residual, init), the seed and the protocol.
 
     Defaults are the paper's values. ``curve_every`` (steps between the sampled points of the
-    loss curve) and ``function`` (``"permutation"``, the paper's experiments, or ``"any"``, the
-    theorems' arbitrary f) are our choices, as are the architecture's fields the paper leaves
-    open. The fields after ``pos_embed`` are keyword-only.
+    loss curve), ``function`` (``"permutation"``, the paper's experiments, or ``"any"``, the
+    theorems' arbitrary f) and ``key_order`` (permuted keys drawn fresh per input,
+    ``"sequence"``, or one order per batch, ``"batch"``; training and test batches alike) are
+    our choices, as are the architecture's fields the paper leaves open. The fields after ``pos_embed`` are keyword-only.
     """
 
     seed: int = 0
@@ -72,6 +73,7 @@ class TrainConfig(models.ModelSpec):
     eval_batches: int = 100
     curve_every: int = 50
     function: str = "permutation"
+    key_order: str = "sequence"
 
     def __post_init__(self):
         # the architecture is validated by ModelSpec; training needs n >= 2
@@ -97,6 +99,11 @@ class TrainConfig(models.ModelSpec):
             raise ValueError(f"curve_every={self.curve_every!r}; accepted: an integer >= 1")
         if self.function not in tasks.FUNCTIONS:
             raise ValueError(f"function={self.function!r}; accepted: one of {tasks.FUNCTIONS}")
+        tasks.check_key_order(self.key_order)
+        if self.key_order != "sequence" and not tasks.get(self.case).permuted:
+            raise ValueError(f"key_order={self.key_order!r} with case {self.case}, whose keys are not permuted: "
+                             "there is no key order to draw; accepted: key_order='sequence' (the default), "
+                             "or a case with permuted keys (3, 5)")
 
     @classmethod
     def paper(cls, case: int, n: int, d_token: int, **fields) -> "TrainConfig":
@@ -263,7 +270,7 @@ def evaluate_accuracy(model, config: TrainConfig) -> float:
     correct = 0
     for _ in range(config.eval_batches):
         tokens, answers = tasks.sample(
-            config.case, config.n, config.batch_size, generator=g, function=config.function
+            config.case, config.n, config.batch_size, generator=g, function=config.function, key_order=config.key_order
         )
         correct += int((forward.predictions(model, tokens) == answers).sum())
     return correct / (config.eval_batches * config.batch_size)

@@ -100,7 +100,7 @@ def train_reference(config: TrainConfig, model=None, *, device: str = "cpu", on_
     status, loss_value, step = "ok", float("nan"), 0
     for step in range(1, config.max_steps + 1):
         tokens, answers = tasks.sample(
-            config.case, config.n, config.batch_size, generator=g, function=config.function
+            config.case, config.n, config.batch_size, generator=g, function=config.function, key_order=config.key_order
         )
         tokens, answers = tokens.to(device), answers.to(device)
         loss = F.cross_entropy(final_logits_reference(model, tokens), answers)

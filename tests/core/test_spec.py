@@ -23,6 +23,9 @@ BAD = [  # (choice, value): refused by ModelSpec, naming the field and what is a
     dict(testcase_name="residual prenorm", field="residual", value="pre-norm"),
     dict(testcase_name="init orthogonal", field="init", value="orthogonal"),
     dict(testcase_name="init MHA", field="init", value="MHA"),
+    dict(testcase_name="pos_init normal", field="pos_init", value="normal"),
+    dict(testcase_name="embed_scale float", field="embed_scale", value=1.0),
+    dict(testcase_name="embed_scale sqrt", field="embed_scale", value="sqrt"),
 ]
 
 
@@ -51,6 +54,8 @@ CHOICES = [
     dict(W_O="identity"), dict(residual="embed"), dict(d_mlp=6, residual="embed"),
     dict(d_mlp=6, mlp="last", residual="embed", attn_bias=False, unembed_bias=False,
          W_O="identity", init="mha"),
+    dict(pos_init="zero"), dict(embed_scale="sqrt_d_model"),
+    dict(d_mlp=6, residual="embed", pos_init="zero", embed_scale="sqrt_d_model", attn_bias=False),
 ]
 
 
@@ -61,8 +66,10 @@ def _ids(choices):
 def _paper_forward(model, tokens, spec):
     """The model's logits at every position, written from the definitions (ModelSpec's table),
     not from TransformerLens: x_0 = W_E[t] + W_pos; block l adds attn_l(x_l) to x_l
-    (residual "stream") or to x_0 ("embed"), then its MLP if the placement gives it one."""
-    x0 = model.W_E[tokens] + model.W_pos[: tokens.shape[1]]
+    (residual "stream") or to x_0 ("embed"), then its MLP if the placement gives it one;
+    embed_scale="sqrt_d_model": x_0 = sqrt(d_model) W_E[t] + W_pos."""
+    scale = math.sqrt(spec.d_model) if spec.embed_scale == "sqrt_d_model" else 1.0
+    x0 = scale * model.W_E[tokens] + model.W_pos[: tokens.shape[1]]
     x, last = x0, spec.n_layers - 1
     for layer, block in enumerate(model.blocks):
         a = block.attn
@@ -95,6 +102,9 @@ def test_every_choice_computes_the_papers_definition(choices, n_layers, case):
     assert spec == models.ModelSpec(case, 5, 3, n_layers, **choices)
     tokens, _ = tasks.sample(case, 5, 16, generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(model(tokens), _paper_forward(model, tokens, spec), atol=1e-5, rtol=0)
+    if spec.embed_scale != "1":  # the scale changes the function on the same weights
+        unscaled = models.ModelSpec(case, 5, 3, n_layers, **{**choices, "embed_scale": "1"})
+        assert not torch.allclose(model(tokens), _paper_forward(model, tokens, unscaled), atol=1e-3)
     if n_layers == 2 and spec.residual == "embed":
         # the choice changes the function: the stream definition on the same weights differs
         default = models.ModelSpec(case, 5, 3, 2, d_mlp=spec.d_mlp, mlp=spec.mlp)
@@ -174,6 +184,8 @@ FORWARD = [dict(), *CHOICES, dict(d_mlp=6, mlp="every", residual="embed", W_O="i
 def test_final_logits_match_transformer_lens(choices, case, pos_embed, n_layers):
     """interp.core.forward, the one evaluation pass, against TransformerLens's forward and
     backward for every choice (logits and every gradient, 1e-5)."""
+    if pos_embed == "none":  # pos_init="zero" needs a learned W_pos (refused otherwise, tested above)
+        choices = {k: v for k, v in choices.items() if k != "pos_init"}
     model = _perturb(models.build_model(case, 6, 4, n_layers, pos_embed, seed=1, **choices))
     tokens, answers = tasks.sample(case, 6, 32, generator=torch.Generator().manual_seed(3))
     ref, fast = model(tokens)[:, -1], forward.final_logits(model, tokens)
@@ -259,3 +271,37 @@ def test_every_init_family_keeps_fixed_tensors_fixed(init):
     for choices in itertools.islice(CHOICES, 0, None, 3):
         model = models.build_model(5, 4, 4, 2, seed=1, **{**choices, "init": init})
         models.check_spec(model, trainable=True)
+
+
+@pytest.mark.parametrize("init", ["gpt2", "pytorch", "mha"])
+def test_pos_init_zero_starts_w_pos_at_zero_trainable_and_draws_nothing_else(init):
+    drawn = models.build_model(5, 5, 4, 2, seed=3, init=init, d_mlp=8)
+    zero = models.build_model(5, 5, 4, 2, seed=3, init=init, d_mlp=8, pos_init="zero")
+    assert drawn.pos_embed.W_pos.abs().sum() > 0
+    assert not zero.pos_embed.W_pos.any() and zero.pos_embed.W_pos.requires_grad
+    for (name, p), q in zip(drawn.named_parameters(), zero.parameters(), strict=True):
+        if name != "pos_embed.W_pos":
+            assert torch.equal(p, q), name
+    with pytest.raises(ValueError, match="pos_init='zero' with pos_embed='none'"):
+        models.ModelSpec(5, 5, 4, 2, "none", pos_init="zero")
+
+
+def test_embed_scale_hook_is_what_hook_embed_caches_and_survives_reset_hooks():
+    model = _perturb(models.build_model(3, 4, 3, 1, seed=1, embed_scale="sqrt_d_model"))
+    tokens, _ = tasks.sample(3, 4, 8, generator=torch.Generator().manual_seed(2))
+    scale = math.sqrt(model.cfg.d_model)  # 2 d_token = 6 in case 3
+    _, cache = model.run_with_cache(tokens)
+    torch.testing.assert_close(cache["hook_embed"], scale * model.W_E[tokens], atol=0, rtol=0)
+    torch.testing.assert_close(forward.embed(model, tokens), cache["hook_embed"], atol=0, rtol=0)
+    before = model(tokens)
+    model.reset_hooks(including_permanent=True)
+    torch.testing.assert_close(model(tokens), before, atol=0, rtol=0)
+    # a user hook on hook_embed sees (and can patch) the scaled embedding
+    seen = []
+    model.run_with_hooks(tokens, fwd_hooks=[("hook_embed", lambda x, hook: seen.append(x))])
+    torch.testing.assert_close(seen[0], cache["hook_embed"], atol=0, rtol=0)
+    with pytest.warns(UserWarning, match="embed_scale='sqrt_d_model' hook"):
+        models.to_vanilla(model)
+    model.hook_embed._forward_hooks.clear()
+    with pytest.raises(ValueError, match="embed_scale='sqrt_d_model', but the hook_embed scale hook is gone"):
+        forward.final_logits(model, tokens)

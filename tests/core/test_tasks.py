@@ -56,6 +56,26 @@ def test_sample_answers_match_plain_python(case, function):
     assert tasks.answers(case, n, tokens).tolist() == answers.tolist()
 
 
+@pytest.mark.parametrize("case", [3, 5])
+def test_key_order_batch_shares_one_key_order_per_batch(case):
+    """key_order="batch": every input of a batch has the same key order (fresh per batch), f and
+    the target still per input; answers by the plain-Python evaluator."""
+    n, g = 7, torch.Generator().manual_seed(3)
+    orders = []
+    for _ in range(3):
+        tokens, answers = tasks.sample(case, n, 50, generator=g, key_order="batch")
+        decoded = [tasks.decode(case, n, row) for row in tokens.tolist()]
+        assert len({tuple(k) for k, _, _ in decoded}) == 1
+        assert len({tuple(v) for _, v, _ in decoded}) > 1 and len({t for _, _, t in decoded}) > 1
+        assert answers.tolist() == [plain_answer(*d) for d in decoded]
+        orders.append(tuple(decoded[0][0]))
+    assert len(set(orders)) == 3  # a new order each batch
+    sequence, _ = tasks.sample(case, n, 50, generator=torch.Generator().manual_seed(3))
+    assert len({tuple(tasks.decode(case, n, r)[0]) for r in sequence.tolist()}) > 1  # the default: per input
+    with pytest.raises(ValueError, match=r"key_order='per-batch'; accepted: one of \('sequence', 'batch'\)"):
+        tasks.sample(case, n, 4, key_order="per-batch")
+
+
 def test_sample_is_random_where_it_should_be():
     g = torch.Generator().manual_seed(0)
     tokens, _ = tasks.sample(5, 6, 2000, generator=g, function="any")

@@ -31,6 +31,8 @@ GROUPS = dict(
     spec=TrainConfig(case=5, n=4, d_token=6, n_layers=2, d_mlp=12, mlp="last", residual="embed",
                      attn_bias=False, W_O="identity", init="mha", max_steps=30, eval_batches=1,
                      batch_size=32),
+    screen=TrainConfig(case=3, n=4, d_token=3, key_order="batch", pos_init="zero", embed_scale="sqrt_d_model",
+                       max_steps=200, stop_loss=0.2, lr=0.05, eval_batches=1, batch_size=32),
 )
 
 
