@@ -1,0 +1,307 @@
+"""Every count the guides quote about the tables, the readings, the step budget and the speed,
+recomputed from committed files.
+
+    .venv/bin/python experiments/readings/claims.py           # one line per claim: key, text, pages
+    .venv/bin/python experiments/readings/claims.py --check   # exit 1 naming each claim a page lacks
+
+Each claim is a piece of text computed here from committed files (``interp report``'s
+``report.md``, ``seeds.csv``, ``budget.md``, the analysis CSVs, the benchmark tables); the pages
+named beside it quote that text verbatim (whitespace aside), with the claim's key next to it.
+``--check`` fails when a committed file changes and a page still quotes the old numbers;
+``tests/cli/test_doc_claims.py`` runs it and recomputes issue 28's counts (item 5) on its own.
+Keys for that item: a = ``a``, ``a-<reading>``; b = ``t2``, ``t2-mlp-4x``, ``t2-gain``;
+c = ``c``, ``c-<case>``; d = ``d``, ``d-committed``, ``d-mlp-4x``; e = ``e``, ``e-ov``, ``e-any``.
+
+Sources: the attention-only tables as today's code trains them are
+``experiments/bench/tables-cpu/`` (the committed ``experiments/table2/report.md`` is from earlier
+code); the chosen reading's full tables are ``experiments/readings/mlp-4x/table{1,2}/report.md``;
+the readings' diagnostic cells are ``seeds.csv`` (written by ``score.py``).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parents[2]
+EXP = ROOT / "experiments"
+TODAY = EXP / "bench" / "tables-cpu"  # the attention-only tables as today's code trains them
+MLP4X = EXP / "readings" / "mlp-4x"
+GUIDE, READINGS_README, PERFORMANCE = "docs/paper-tables.md", "experiments/readings/README.md", "docs/performance.md"
+BUDGET_README, ANALYSIS_README = "experiments/budget/README.md", "experiments/analysis/README.md"
+SUCCESS = 99.0  # a seed "learns" at >= 99% (interp.inspect.analysis's success threshold)
+READINGS = {"attention-only": "0", "mlp-1x": "d_model", "mlp-4x": "4 d_model", "torch-encoder": "2048"}
+ONE_LAYER_CELLS = (("2", "16"), ("5", "32"), ("10", "32"))  # Table 2's one-layer diagnostic cells (n, d_token)
+ANALYSED = ("table1-case2-d4", "table1-case2-d8", "table1-case3-d4", "table1-case3-d8")
+
+
+class Claim(NamedTuple):
+    key: str
+    text: str
+    where: tuple[str, ...]  # repo-relative pages that quote ``text``
+
+
+# --- reading committed files -----------------------------------------------------------------
+
+def md_tables(path: Path) -> list[list[dict]]:
+    """Every pipe table of a Markdown file, as rows keyed by its header."""
+    tables, header, rows = [], None, []
+    for line in path.read_text().splitlines() + [""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if header is None:
+                header = cells
+            elif not set("".join(cells)) <= set("-: "):
+                rows.append(dict(zip(header, cells)))
+        elif header is not None:
+            tables.append(rows)
+            header, rows = None, []
+    return tables
+
+
+def read_csv(path: Path) -> list[dict]:
+    return list(csv.DictReader(path.read_text().splitlines()))
+
+
+def per_seed(report: Path) -> dict[tuple, list[float]]:
+    """A report's "Per cell" lines: (row fields..., d_token) as written -> per-seed accuracies (%)."""
+    column, out = "per-seed accuracy (seed: %)", {}
+    for table in md_tables(report):
+        for row in table:
+            if row.get(column, "—") == "—":
+                continue
+            fields = list(row)[:list(row).index(column) - 1]  # the fields before "runs"
+            out[tuple(row[f] for f in fields)] = [float(p.split(": ")[1]) for p in row[column].split(", ")]
+    return out
+
+
+def within_5(report: Path) -> tuple[int, int, int]:
+    """(maxima, means, cells) within 5 points of the paper: the report's own summary line."""
+    m = re.search(r"(\d+) of (\d+) maxima and (\d+) of \d+ averages are within 5 points", report.read_text())
+    return int(m[1]), int(m[3]), int(m[2])
+
+
+def seeds_csv() -> dict[tuple, list[float]]:
+    """seeds.csv: (reading, n, n_layers, d_token) of case 5 -> accuracies (%) in seed order."""
+    out: dict[tuple, list[float]] = {}
+    for r in sorted(read_csv(EXP / "readings" / "seeds.csv"), key=lambda r: int(r["seed"])):
+        if r["case"] == "5":
+            out.setdefault((r["reading"], r["n"], r["n_layers"], r["d_token"]), []).append(float(r["accuracy_pct"]))
+    return out
+
+
+def table2_paper_max() -> dict[tuple, str]:
+    return {(r["n"], r["layers"], r["d_token"]): r["max"] for r in read_csv(EXP / "table2" / "paper.csv")}
+
+
+def span(values, digits: int = 2) -> str:
+    values = [float(v) for v in values]
+    return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
+
+
+def listed(values) -> str:
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
+def fraction(report: Path) -> str:
+    mx, avg, cells = within_5(report)
+    return f"{mx} of {cells} maxima and {avg} of {cells} means within 5 points"
+
+
+def learned(report: Path) -> str:
+    """Table 2, two layers, n = 20, d_token 100: how many seeds reach 99%."""
+    accs = per_seed(report)[("20", "2", "100")]
+    return f"{sum(a >= SUCCESS for a in accs)} of {len(accs)} seeds at 99% or more"
+
+
+# --- the claims ------------------------------------------------------------------------------
+
+def table_claims() -> list[Claim]:
+    """Within-5-point counts (b) and the attention-only Table 2 rows of today's code (d)."""
+    t2, paper = per_seed(TODAY / "table2" / "report.md"), table2_paper_max()
+    one = lambda n: [a for k, accs in t2.items() if k[:2] == (n, "1") for a in accs]  # noqa: E731
+    n2_maxima = [max(accs) for k, accs in t2.items() if k[:2] == ("2", "1")]
+    two = {k: accs for k, accs in t2.items() if k[1] == "2"}
+    middle = [k for k in two if k[0] in ("5", "10")]
+    close = sum(abs(max(two[k]) - float(paper[k])) <= 5 for k in middle)
+    n2_two = [a for k, accs in two.items() if k[0] == "2" for a in accs]
+    mx, avg, _ = within_5(TODAY / "table2" / "report.md")
+    mx4, avg4, _ = within_5(MLP4X / "table2" / "report.md")
+    return [
+        Claim("t1", fraction(TODAY / "table1" / "report.md"), (GUIDE,)),
+        Claim("t2", fraction(TODAY / "table2" / "report.md"), (GUIDE, READINGS_README)),
+        Claim("t2-committed", fraction(EXP / "table2" / "report.md"), ("experiments/table2/README.md",)),
+        Claim("t1-mlp-4x", fraction(MLP4X / "table1" / "report.md"), (GUIDE, READINGS_README)),
+        Claim("t2-mlp-4x", fraction(MLP4X / "table2" / "report.md"), (GUIDE, READINGS_README)),
+        Claim("t2-gain", f"{mx4 - mx:+d} maxima and {avg4 - avg:+d} means within 5 points", (GUIDE,)),
+        Claim("t2-one-layer", f"n = 2: cell maxima {span(n2_maxima)}%; n = 5: seeds {span(one('5'))}% "
+              f"(chance 20%); n = 10 and 20: no seed above {max(one('10')):.2f}% and {max(one('20')):.2f}%",
+              (GUIDE,)),
+        Claim("t2-two-layers", f"n = 2: {sum(a == 100 for a in n2_two)} of {len(n2_two)} seeds at 100.00%; "
+              f"n = 5 and 10: {close} of {len(middle)} maxima within 5 points; n = 20 at d_token 16 and 32: "
+              f"maxima {max(two[('20', '2', '16')]):.2f}% and {max(two[('20', '2', '32')]):.2f}% against the "
+              f"paper's {paper[('20', '2', '16')]}% and {paper[('20', '2', '32')]}%", (GUIDE,)),
+        Claim("d", f"the paper's max {paper[('20', '2', '100')]}%, ours {learned(TODAY / 'table2' / 'report.md')} "
+              f"({span(two[('20', '2', '100')])}%)", (GUIDE,)),
+        Claim("d-committed", "`experiments/table2/report.md` (earlier code): "
+              + learned(EXP / "table2" / "report.md"), (GUIDE, "experiments/table2/README.md")),
+        Claim("d-mlp-4x", f"under `mlp-4x`: {learned(MLP4X / 'table2' / 'report.md')}", (GUIDE,)),
+    ]
+
+
+def mlp_claims() -> list[Claim]:
+    """(a) Table 2's one-layer diagnostic cells reading by reading, seed by seed; `mlp-4x`'s full table."""
+    from_csv, today = seeds_csv(), per_seed(TODAY / "table2" / "report.md")
+    out, above_90 = [], {}
+    for reading, width in READINGS.items():
+        cells = [today[(n, "1", d)] if reading == "attention-only" else from_csv[(reading, n, "1", d)]
+                 for n, d in ONE_LAYER_CELLS]
+        above_90[reading] = sum(a > 90 for a in cells[-1])  # n = 10
+        out.append(Claim(f"a-{reading}", f"| `{reading}` | {width} | " + " | ".join(map(listed, cells)) + " |",
+                         (GUIDE,)))
+    counts = ", ".join(f"`{r}` {k} of 5" for r, k in above_90.items())
+    out.append(Claim("a", f"n = 10, d_token 32, seeds above 90%: {counts}", (GUIDE,)))
+
+    full, paper = per_seed(MLP4X / "table2" / "report.md"), table2_paper_max()
+    over_80 = [f"n = {k[0]} d_token {k[2]}" for k, accs in full.items() if k[1] == "1" and max(accs) > 80]
+    top = {n: max(a for k, accs in full.items() if k[:2] == (n, "1") for a in accs) for n in ("10", "20")}
+    out.append(Claim("a-mlp-4x-full", f"one-layer cells with a seed above 80%: {', '.join(over_80)}; no seed "
+                     f"above {top['10']:.2f}% at n = 10 or {top['20']:.2f}% at n = 20, at any d_token", (GUIDE,)))
+    stuck = [k for k, accs in full.items() if int(k[0]) >= 5 and max(accs) < 200 / int(k[0])
+             and float(paper[k]) - max(accs) > 5]
+    cells = "; ".join(f"n = {n}, {layers} layer{'s' * (layers == '2')}, d_token {d}" for n, layers, d in stuck)
+    out.append(Claim("gaps-mlp-4x", f"{len(stuck)} cells where every seed stays below twice chance and the "
+                     f"paper's max is more than 5 points higher ({cells}; the paper's maxima there "
+                     f"{span(paper[k] for k in stuck)}%)", (READINGS_README,)))
+    return out
+
+
+def budget_claims() -> list[Claim]:
+    """(c) The step-budget probe, seed by seed (``budget.md``, written by ``budget.py``)."""
+    table = next(t for t in md_tables(EXP / "budget" / "budget.md") if t and "seed" in t[0])
+    paper = {(r["case"], r["n"], r["layers"]): r for r in read_csv(EXP / "budget" / "paper.csv")}
+    out = []
+    for cell in dict.fromkeys((r["case"], r["n"], r["layers"], r["d_token"]) for r in table):
+        rows = [r for r in table if (r["case"], r["n"], r["layers"], r["d_token"]) == cell]
+        case, n, layers, d = cell
+        left = [int(r["left the plateau at step"]) for r in rows if r["left the plateau at step"] != "never"]
+        stay = [float(r["acc. here (%)"]) for r in rows if r["left the plateau at step"] == "never"]
+        at_40k = [float(r["acc. here (%)"]) for r in rows]
+        at_10k = max(float(r["acc. at 10,000 (%)"]) for r in rows)
+        p = paper[(case, n, layers)]
+        steps = f", steps {min(left)}-{max(left)}" if left else ""
+        name = f"case {case}, n = {n}, {layers} layer{'s' * (layers != '1')}, d_token {d}"
+        out.append(Claim(f"c-{case}", f"| {name} | {p['max']} / {p['avg']} | {at_10k:.2f} | {listed(at_40k)} | "
+                         f"{len(left)} of {len(rows)}{steps} |", (GUIDE, BUDGET_README)))
+        if case == "1":
+            out.append(Claim("c", f"max {max(at_40k):.2f}% at 40,000 steps, {len(stay)} of {len(rows)} seeds never "
+                             f"left the plateau ({span(stay)}%)", (GUIDE, BUDGET_README)))
+    return out
+
+
+def analysis_claims() -> list[Claim]:
+    """(e) Table 1 cases 2 and 3 at d_token 4 and 8: does ``qk_diag`` follow the accuracy?"""
+    rows = [(name, r) for name in ANALYSED for r in read_csv(EXP / "analysis" / f"{name}.csv")]
+    acc = lambda r: 100 * float(r["accuracy"])  # noqa: E731
+    off = [(n, r) for n, r in rows if abs(acc(r) - 100 * float(r["qk_diag"])) > 5]
+    partial = [(n, r) for n, r in rows if r["outcome"] == "partial"]
+    no_copy = [(n, r) for n, r in partial if float(r["ov_diag"]) < 0.99]
+    any_f = max(abs(acc(r) - 100 * float(r["acc_any"])) for _, r in rows)
+    off_text = "; ".join(f"`{n}` seed {r['seed']} (accuracy {acc(r):.1f}% at `qk_diag` {float(r['qk_diag']):.2f})"
+                         for n, r in off)
+    copy_text = "; ".join(f"`{n}` seed {r['seed']} ({float(r['ov_diag']):.2f})" for n, r in no_copy)
+    return [
+        Claim("e", f"`qk_diag` is within 5 points of the accuracy in {len(rows) - len(off)} of {len(rows)} "
+              f"seeds; not in {off_text}", (ANALYSIS_README,)),
+        Claim("e-ov", f"`ov_diag` is 0.99 or more in {len(partial) - len(no_copy)} of {len(partial)} partial "
+              f"seeds; not in {copy_text}", (ANALYSIS_README,)),
+        Claim("e-any", f"`acc_any` differs from the accuracy by at most {any_f:.1f} points in all {len(rows)} seeds",
+              (ANALYSIS_README,)),
+    ]
+
+
+def scores_claim() -> Claim:
+    """The readings' scores (``scores.md``, written by ``score.py``)."""
+    top = md_tables(EXP / "readings" / "scores.md")[0]
+    scores = ", ".join(f"`{r['reading']}` {r['within 5 points']} of {r['of comparisons']}" for r in top)
+    return Claim("scores", scores, (GUIDE, READINGS_README))
+
+
+def bench_claims() -> list[Claim]:
+    """The trainer against the plain TransformerLens loop (``results.md``, one CPU thread) and on an
+    H100 (``results-cuda.md``); the tables' times (``tables-cpu/timing.md``)."""
+    cpu = md_tables(EXP / "bench" / "results.md")[0]  # the wall-time table
+    cuda = {r["config"]: r for r in md_tables(EXP / "bench" / "results-cuda.md")[0]}
+    plain = [r for r in cpu if "MLP" not in r["config"]]
+    mlp = [r for r in cpu if "MLP" in r["config"]]
+    x5 = "ours x5 ms/seed-step"
+
+    def ratio(rows, column):
+        return span((r[column].rstrip("x") for r in rows), 1)
+
+    def gpu(rows):
+        return span(float(r[x5]) / float(cuda[r["config"]][x5]) for r in rows if r["config"] in cuda)
+
+    peak = re.search(r"all configs\): ([\d.]+ GiB)", (EXP / "bench" / "results.md").read_text())[1]
+    cell = next(r for r in cpu if "issue 27" in r["config"])
+    timing = (TODAY / "timing.md").read_text()
+    runs = {r["table"]: r for r in md_tables(TODAY / "timing.md")[0]}
+    both = re.search(r"Both tables: ([\d.]+) min wall against the (\d+)-minute target \(missed by ([\d.]+) min\)",
+                     timing)
+    chosen = re.search(r"Both tables: ([\d.]+) CPU-minutes, so at best ([\d.]+) min wall on 2 cores against the "
+                       r"(\d+)-minute target \(missed by ([\d.]+) min\)", timing)
+    t1, t2 = runs["table1"], runs["table2"]
+    return [
+        Claim("bench-cpu", f"5 seeds stacked, per seed-step: {ratio(plain, 'ratio x5')}x the plain loop without "
+              f"MLPs and {ratio(mlp, 'ratio x5')}x with them; one seed alone {ratio(plain, 'ratio x1')}x and "
+              f"{ratio(mlp, 'ratio x1')}x; peak memory {peak}", (PERFORMANCE,)),
+        Claim("bench-mlp-cell", f"{cell['ratio x5']} ({cell[x5]} vs {cell['reference ms/step']} ms per seed-step)",
+              (PERFORMANCE,)),
+        Claim("bench-gpu", f"{span((r[x5] for r in cuda.values()), 1)} ms per seed-step with 5 seeds stacked: "
+              f"{gpu(plain)}x one CPU core's time without MLPs, {gpu(mlp)}x with them",
+              (PERFORMANCE, "experiments/bench/README.md")),
+        Claim("tables-time", f"Table 1's {t1['runs']} runs took {t1['wall (min)']} min and Table 2's {t2['runs']} "
+              f"runs {t2['wall (min)']} min, {both[1]} min together (target {both[2]} min, missed by {both[3]} min)",
+              (PERFORMANCE,)),
+        Claim("tables-time-mlp-4x", f"{chosen[1]} CPU-minutes, at best {chosen[2]} min on 2 cores (target "
+              f"{chosen[3]} min, missed by {chosen[4]} min)", (PERFORMANCE,)),
+    ]
+
+
+def claims() -> list[Claim]:
+    return (table_claims() + mlp_claims() + budget_claims() + analysis_claims() + [scores_claim()]
+            + bench_claims())
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _read(page: str) -> str:
+    path = ROOT / page
+    return path.read_text() if path.is_file() else ""
+
+
+def missing(read=_read) -> list[str]:
+    """Each (claim, page) where the page does not quote the claim's text as computed now."""
+    return [f"{c.key}: {page} does not say {c.text!r}" for c in claims() for page in c.where
+            if flat(c.text) not in flat(read(page))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    for c in claims():
+        print(f"{c.key}\t{c.text}\t[{', '.join(c.where)}]")
+    if "--check" in argv:
+        gaps = missing()
+        for gap in gaps:
+            print(gap, file=sys.stderr)
+        return 1 if gaps else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
