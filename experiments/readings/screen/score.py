@@ -1,0 +1,255 @@
+"""Issue 28's screen, scored as DESIGN.md declares it (sections 5-7): writes scores.md.
+
+    .venv/bin/python experiments/readings/screen/score.py            # scores.md and seeds.csv
+    .venv/bin/python experiments/readings/screen/score.py --check    # exit 1 if scores.md is stale
+
+Per combination and screening cell: max and mean accuracy over its finished seeds against the
+paper's max and avg; **W** = comparisons within 5 points (split into maxima and means), **D** =
+mean |ours - paper| over them; ranked by ``design.rank`` (W, then D, then fewer factors off their
+defaults). A cell with fewer than 5 finished seeds is left out of W and D and counted as
+missing, so a combination is complete at 28 comparisons. Then:
+
+* the **drift check**: ``f01``'s 9 one-layer cells are the same runs (same names) as mlp-4x's;
+  every seed is compared with ``experiments/readings/seeds.csv`` (more than 0.5 points apart on
+  any seed: the anchors are not comparable);
+* the **main effects** of the complete fraction rows: for each factor the mean W (and D, and each
+  cell's max and mean) over its ``+`` rows minus its ``-`` rows; active when |effect| exceeds
+  Lenth's margin of error, t(0.975, m/3) x PSE over the m contrasts of the rows present (block 1:
+  7 contrasts, resolution III, each main effect aliased as ``design.alias_chains`` prints).
+
+Anchors of block M (DESIGN.md section 3), read from committed files: ``none`` = attention-only
+(experiments/bench/tables-cpu reports), ``every-4d`` = mlp-4x and ``every-2048`` = torch-encoder
+(experiments/readings/seeds.csv). Stores are local, so every screened seed is also written to
+``seeds.csv`` here (committed); a run in both keeps the store's numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1] / "analysis"))
+import design  # noqa: E402
+
+
+def _readings_score():
+    """experiments/readings/score.py (its name is this file's, so loaded by path)."""
+    import importlib.util
+
+    if "readings_score" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("readings_score", HERE.parent / "score.py")
+        sys.modules["readings_score"] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules["readings_score"]
+
+STORE = HERE / "results" / "store.sqlite"
+SEEDS_CSV = HERE / "seeds.csv"
+FIELDS = ["combination", "case", "n", "n_layers", "pos_embed", "d_token", "seed", "accuracy_pct", "steps", "run"]
+ANCHORS = {"none": "attention-only", "every-4d": "mlp-4x", "every-2048": "torch-encoder"}
+DRIFT_POINTS = 0.5
+
+
+def _cell(r) -> tuple:
+    return (int(r["case"]), int(r["n"]), int(r["n_layers"]), r["pos_embed"], int(r["d_token"]))
+
+
+def screened_rows() -> list[dict]:
+    """Every seed of every combination found in the store, else in seeds.csv (store wins)."""
+    saved = {(r["combination"], r["run"]): r for r in _read_csv(SEEDS_CSV)}
+    if STORE.is_file():
+        from interp.sweeps import store
+
+        df = store.read(STORE)
+        done = {} if df.empty else {r["name"]: r for _, r in df[df.status == "ok"].iterrows()}
+        for name in design.combinations():
+            for c in design.configs(name):
+                if (r := done.get(c.name())) is not None:
+                    saved[(name, c.name())] = dict(
+                        combination=name, case=c.case, n=c.n, n_layers=c.n_layers, pos_embed=c.pos_embed,
+                        d_token=c.d_token, seed=c.seed, accuracy_pct=repr(100 * float(r.accuracy)),
+                        steps=int(r.steps), run=c.name())
+    order = list(design.combinations())
+    return sorted(saved.values(), key=lambda r: (order.index(r["combination"]), design.SCREENING.index(_cell(r)),
+                                                 int(r["seed"])))
+
+
+def _read_csv(path: Path) -> list[dict]:
+    return list(csv.DictReader(path.read_text().splitlines())) if path.is_file() else []
+
+
+def write_seeds(rows: list[dict]) -> None:
+    with open(SEEDS_CSV, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
+        w.writeheader()
+        w.writerows({k: str(r[k]) for k in FIELDS} for r in rows)
+
+
+def anchor_seeds() -> dict[str, dict]:
+    """Block M's committed anchors: level -> {cell: [accuracy %]} on the screening cells."""
+    readings_score = _readings_score()
+    out = {"none": {c: v for c, v in readings_score.seeds_from_reports().items() if c in design.SCREENING}}
+    for level in ("every-4d", "every-2048"):
+        rows = [r for r in readings_score.csv_rows() if r["reading"] == ANCHORS[level]]
+        out[level] = {c: [float(r["accuracy_pct"]) for r in rows if _cell(r) == c] for c in design.SCREENING}
+    return out
+
+
+def by_cell(rows: list[dict]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for r in rows:
+        out.setdefault(r["combination"], {c: [] for c in design.SCREENING})[_cell(r)].append(float(r["accuracy_pct"]))
+    return out
+
+
+def paper() -> dict[tuple, tuple[float, float]]:
+    rows = list(csv.DictReader((HERE / "f01" / "paper.csv").read_text().splitlines()))
+    return {(int(r["case"]), int(r["n"]), int(r["layers"]), r["pe"], int(r["d_token"])): (float(r["max"]), float(r["avg"]))
+            for r in rows}
+
+
+def score(seeds: dict) -> dict:
+    """W (maxima, means), D and per-cell numbers over the cells with all 5 seeds."""
+    p, cells, wmax, wmean, diffs, missing = paper(), {}, 0, 0, [], 0
+    for cell in design.SCREENING:
+        accs = seeds.get(cell, [])
+        if len(accs) < len(design.SEEDS):
+            missing += 1
+            continue
+        mx, avg = max(accs), statistics.fmean(accs)
+        dmax, davg = mx - p[cell][0], avg - p[cell][1]
+        wmax += abs(dmax) <= 5
+        wmean += abs(davg) <= 5
+        diffs += [abs(dmax), abs(davg)]
+        cells[cell] = (mx, avg)
+    return dict(within=wmax + wmean, wmax=wmax, wmean=wmean, missing=missing, cells=cells,
+                mean_abs_diff=statistics.fmean(diffs) if diffs else math.nan, comparisons=len(diffs))
+
+
+def changed(name: str) -> int:
+    """Factors off their defaults (the MLP counts unless it is the incumbent every-4d)."""
+    if name in ANCHORS:
+        return int(name != "every-4d")
+    levels, mlp = design.combinations()[name]
+    return sum(v == 1 for v in levels.values()) + int(mlp != "every-4d")
+
+
+def drift(rows: list[dict]) -> list[str]:
+    """f01's one-layer seeds against mlp-4x's committed seeds of the same runs."""
+    readings_score = _readings_score()
+    anchor = {r["run"]: float(r["accuracy_pct"]) for r in readings_score.csv_rows() if r["reading"] == "mlp-4x"}
+    lines = []
+    for r in rows:
+        if r["combination"] == "f01" and int(r["n_layers"]) == 1:
+            if r["run"] not in anchor:
+                lines.append(f"{r['run']} {_cell(r)} seed {r['seed']}: not in seeds.csv (not the same run)")
+            elif abs(float(r["accuracy_pct"]) - anchor[r["run"]]) > DRIFT_POINTS:
+                lines.append(f"{r['run']} {_cell(r)} seed {r['seed']}: {float(r['accuracy_pct']):.2f} here, "
+                             f"{anchor[r['run']]:.2f} in seeds.csv")
+    return lines
+
+
+def lenth(effects: list[float]) -> tuple[float, float]:
+    """Lenth's pseudo standard error and margin of error, t(0.975, m/3) x PSE."""
+    from scipy import stats
+
+    abs_e = [abs(e) for e in effects]
+    s0 = 1.5 * statistics.median(abs_e)
+    pse = 1.5 * statistics.median([e for e in abs_e if e < 2.5 * s0] or abs_e)
+    return pse, float(stats.t.ppf(0.975, len(effects) / 3)) * pse
+
+
+def main_effects(scores: dict) -> list[str]:
+    """The factors' effects on W, D and each cell's max/mean, over the complete fraction rows."""
+    rows = {name: levels for name, (levels, mlp) in design.combinations().items()
+            if mlp == design.FRACTION_MLP and scores.get(name, {}).get("missing") == 0}
+    if len(rows) < 2:
+        return ["No main effects yet: fewer than two complete combinations of the fraction."]
+    letters = [k for k in design.LETTERS if len({lv[k] for lv in rows.values()}) == 2]
+
+    def effect(k, value):
+        plus = [value(scores[n]) for n, lv in rows.items() if lv[k] == 1]
+        minus = [value(scores[n]) for n, lv in rows.items() if lv[k] == -1]
+        return statistics.fmean(plus) - statistics.fmean(minus)
+
+    w = {k: effect(k, lambda s: s["within"]) for k in letters}
+    d = {k: effect(k, lambda s: s["mean_abs_diff"]) for k in letters}
+    (pse_w, me_w), (pse_d, me_d) = lenth(list(w.values())), lenth(list(d.values()))
+    out = [f"Over {len(rows)} complete combinations ({', '.join(rows)}); effect = mean over `+` rows minus "
+           f"mean over `-` rows. Lenth: W PSE {pse_w:.2f}, margin {me_w:.2f}; D PSE {pse_d:.2f}, margin "
+           f"{me_d:.2f} (t(0.975, {len(letters)}/3)). `*`: active.", ""]
+    if len(rows) == 8 and set(rows) == {f"f0{i}" for i in range(1, 9)}:
+        one, _ = design.alias_chains()
+        out += ["Block 1 alone: resolution III; each main effect is aliased with two-factor interactions: "
+                + "; ".join(f"{k} = {k} {' '.join(v)}" for k, v in one.items()) + ".", ""]
+    fields = {k: f for k, (f, *_) in design.FACTORS.items()}
+    out += ["| factor | field: - / + | effect on W | effect on D |", "|---|---|--:|--:|"]
+    for k in letters:
+        f, lo, hi, _ = design.FACTORS[k]
+        out.append(f"| {k} | `{fields[k]}`: {lo} / {hi} | {w[k]:+.2f}{' *' if abs(w[k]) > me_w else ''} | "
+                   f"{d[k]:+.2f}{' *' if abs(d[k]) > me_d else ''} |")
+    out += ["", "Per cell, in points (effect on the cell's max / mean accuracy):", "",
+            "| cell (case, n, layers, PE, d_token) | " + " | ".join(letters) + " |",
+            "|---|" + "--:|" * len(letters)]
+    for cell in design.SCREENING:
+        out.append(f"| {cell} | " + " | ".join(
+            f"{effect(k, lambda s: s['cells'][cell][0]):+.1f} / {effect(k, lambda s: s['cells'][cell][1]):+.1f}"
+            for k in letters) + " |")
+    return out
+
+
+def render() -> str:
+    rows = screened_rows()
+    seeds = {**anchor_seeds(), **by_cell(rows)}
+    scores = {name: score(s) for name, s in seeds.items()}
+    table = [dict(name=n, within=s["within"] if not s["missing"] else -1, mean_abs_diff=s["mean_abs_diff"],
+                  changed=changed(n)) for n, s in scores.items()]
+    lines = ["# The screen scored on its 14 screening cells", "",
+             "Written by `.venv/bin/python experiments/readings/screen/score.py` (DESIGN.md sections 5-7) "
+             "from the study's store and its committed `seeds.csv`; anchors from committed files "
+             "(`none`: experiments/bench/tables-cpu reports; `every-4d`, `every-2048`: "
+             "experiments/readings/seeds.csv). Ranked by the declared order; a combination with cells "
+             "missing is listed last, with the cells it has.", "",
+             "| rank | combination | levels A U O R I P S K | MLP | W (max + mean) of 28 | D | cells missing |",
+             "|--:|---|---|---|--:|--:|--:|"]
+    combos = design.combinations()
+    for i, t in enumerate(design.rank(table), 1):
+        s, name = scores[t["name"]], t["name"]
+        if name in combos:
+            lv, mlp = combos[name]
+            levels = " ".join("+" if lv[k] == 1 else "-" for k in design.LETTERS)
+        else:
+            levels, mlp = "- " * 7 + "-", name
+        lines.append(f"| {i if not s['missing'] else '-'} | {name} | {levels} | {mlp} | "
+                     f"{s['within']} ({s['wmax']} + {s['wmean']}) of {s['comparisons']} | {s['mean_abs_diff']:.2f} | "
+                     f"{s['missing']} |")
+    bad = drift(rows)
+    f01 = sum(1 for r in rows if r["combination"] == "f01" and int(r["n_layers"]) == 1)
+    lines += ["", "## Drift check", "",
+              f"f01's one-layer seeds found: {f01} of 45; differing from seeds.csv by more than "
+              f"{DRIFT_POINTS} points: {len(bad)}." + ("" if not bad else " The anchors are not comparable "
+                                                       "(DESIGN.md section 3): rerun them before choosing."),
+              *[f"- {b}" for b in bad], "", "## Main effects", "", *main_effects(scores), ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    text = render()
+    if "--check" in argv:
+        same = (HERE / "scores.md").is_file() and (HERE / "scores.md").read_text() == text
+        print("scores.md is up to date" if same else "scores.md is stale: rerun score.py")
+        return 0 if same else 1
+    write_seeds(screened_rows())
+    (HERE / "scores.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
