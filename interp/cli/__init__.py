@@ -13,6 +13,7 @@ inspect, theory) logs and returns data; these modules parse, call it and print.
 * :mod:`interp.cli.probe`, :mod:`interp.cli.viz`, :mod:`interp.cli.analysis` - ``interp probe``,
   ``interp viz``, ``interp analyze-sweep``.
 * :mod:`interp.cli.explore` - ``interp explore``, the sweep explorer page.
+* :mod:`interp.cli.atlas` - ``interp atlas``, the mechanism atlas of a store (issue 29).
 * :mod:`interp.cli.train`, :mod:`interp.cli.curves` - ``interp train`` (one run from the shell)
   and ``interp curves`` (loss curves drawn); :mod:`interp.cli.bars` - the tqdm bar the library's
   ``progress=`` takes, and ``interp.train``/``interp.train_group`` with ``progress=True``.
@@ -42,7 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("interp.cli.train", "train one run from the shell into a folder (checkpoint + one-run store), with a bar"),
     "curves": ("interp.cli.curves", "draw the loss curves of a run folder or a results store (stop steps marked)"),
     "sweep": ("interp.cli.sweep", "train a sweep folder's configs into its results store (resumable)"),
-    "report": ("interp.cli.report", "render a sweep's table beside the paper's and its violin plots"),
+    "report": ("interp.cli.report", "render a sweep's table beside the paper's, its violin plots and its loss curves"),
     "runs": ("interp.cli.runs", "list a results store's runs by config, with their checkpoints (--where, --json)"),
     "store": ("interp.cli.store", "store verify STORE: rows against their checksums, checkpoints against their sha256"),
     "run": ("interp.cli.pipeline", "the main job: verify, train the demo sweep (--full: Tables 1, 2), report"),
@@ -50,6 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "viz": ("interp.cli.viz", "write a model's attention HTML (offline) and circle/QK/OV/spectrum PNGs"),
     "analyze-sweep": ("interp.cli.analysis", "per-seed measures of a sweep's bimodal configs, with written answers"),
     "explore": ("interp.cli.explore", "one offline HTML page of a sweep's seeds: table, violins, attention, QK/OV, probes"),
+    "atlas": ("interp.cli.atlas", "the mechanism atlas of a store: per-seed labels, atlas.md with the predictions, phase diagrams"),
 }
 
 

@@ -135,12 +135,13 @@ def train_step(ctx: Context) -> dict:
 
 
 def report_step(ctx: Context) -> dict:
-    """Render each sweep's table (Markdown) and violins (PNG)."""
+    """Render each sweep's table (Markdown), violins and loss curves (PNG)."""
+    from interp.inspect.curves import report_curves
     from interp.sweeps import report, driver as sweeps
 
     out = {}
     for job in ctx.sweeps:
-        w = report.write(sweeps.load(job.folder), store=job.store, out=job.report)
+        w = report.write(sweeps.load(job.folder), store=job.store, out=job.report, curves=report_curves)
         ctx.say(f"report: {w.markdown} and {w.violins} ({w.runs} of {w.declared} runs)")
         out[job.folder.name] = dict(markdown=str(w.markdown), violins=str(w.violins),
                                     runs=w.runs, declared=w.declared)

@@ -11,8 +11,10 @@ index.html           titled after the sweep (the ``sweep`` its runs recorded), t
                      its violins, the mechanism legend, a seed selector, and one hidden
                      section per seed, about a screen tall: its mechanism verdict, a compact
                      attention view (per input, the final query's attention row as a small
-                     heatmap), a "show all" button for circuitsvis's full views, QK/OV
-                     heatmaps and embedding circles side by side, probes, every measure
+                     heatmap), a "show all" button for circuitsvis's full views, its loss
+                     curve under them (an inline SVG, :func:`interp.inspect.curves.curve_svg`:
+                     log loss by step, the stop step marked), probes beside, QK/OV heatmaps
+                     and embedding circles side by side, every measure
 circuitsvis.js       circuitsvis's bundled script, written once and referenced by every view
 violins.png          accuracy per d_token, one panel per config (seeds as dots)
 measures.png         per-seed measures by outcome (:func:`interp.inspect.viz.plot_seed_measures`)
@@ -41,7 +43,7 @@ import math
 import re
 from pathlib import Path
 
-from interp.inspect import analysis, circuits, hooks, labels, viz
+from interp.inspect import analysis, circuits, curves, hooks, labels, viz
 from interp.training.files import save_figure, write_file
 
 log = logging.getLogger(__name__)
@@ -179,7 +181,7 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
         # the store's case and n, checked against the checkpoint's own
         row.update(analysis.measure(model, case=int(r.case), n=int(r.n), batch_size=batch_size))
         row["mechanism"] = analysis.mechanism(row)
-        sections.append(_seed_section(row, model, out, inputs))
+        sections.append(_seed_section(row, model, out, inputs, _loss_curve(r)))
         rows.append(row)
     table = pd.DataFrame(rows)
     path = analysis.find_store(store_path)
@@ -259,8 +261,24 @@ def _sweep_figures(table, out: Path) -> str:
             "<img src=\"measures.png\" alt=\"per-seed measures by outcome\">\n")
 
 
-def _seed_section(row: dict, model, out: Path, inputs: int) -> str:
-    """One seed's section (hidden until selected); writes its figures under ``seeds/<id>/``."""
+def _loss_curve(r) -> str:
+    """The store row ``r``'s loss curve as the seed view shows it (:func:`curves.curve_svg`),
+    with a line saying how the run stopped; a note where the run stored no curve."""
+    stop_loss = r.get("stop_loss")  # NaN or None: a store from before the field (its default)
+    stop_loss = 0.01 if stop_loss is None or math.isnan(stop_loss) else float(stop_loss)
+    run = dict(curve=list(r["curve"] or []), steps=r["steps"], status=r["status"],
+               config={"stop_loss": stop_loss})
+    svg = curves.curve_svg(run)
+    if not svg.startswith("<svg"):
+        return f"<h3>Loss curve</h3>\n{svg}"
+    how = curves.stop_text(run)
+    return (f"<h3>Loss curve</h3>\n{svg}<p class=\"key\">{html.escape(how[:1].upper() + how[1:])} "
+            "(the red mark: a dot, below the stop loss; a cross, out of steps or failed).</p>\n")
+
+
+def _seed_section(row: dict, model, out: Path, inputs: int, loss_curve: str = "") -> str:
+    """One seed's section (hidden until selected); writes its figures under ``seeds/<id>/``;
+    ``loss_curve``: the HTML of its loss curve (:func:`_loss_curve`), under the attention view."""
     sid, own = row["id"], dict(case=int(row["case"]), n=int(row["n"]))
     folder = out / "seeds" / sid
     folder.mkdir(parents=True, exist_ok=True)
@@ -277,7 +295,7 @@ def _seed_section(row: dict, model, out: Path, inputs: int) -> str:
             + f'<div class="row">\n<div>\n<h3>Attention on {inputs} input(s)</h3>\n'
             + compact_attention(model, tokens, **own)
             + '<p><button type="button" class="show-all" aria-expanded="false">show all</button></p>\n'
-            + f"</div>\n<div>\n{_probes(row)}</div>\n</div>\n"
+            + f"{loss_curve}</div>\n<div>\n{_probes(row)}</div>\n</div>\n"
             + f'<div class="full" hidden>\n{views}</div>\n'
             + "<h3>QK and OV circuits; the embeddings on their circles</h3>\n<div class=\"row\">"
             + f'<div><img src="seeds/{sid}/circuits.png" alt="QK and OV"></div>'

@@ -5,12 +5,18 @@ and per-seed violins (PNG).
 folder (``report.md``, ``violins.png``). Partial sweeps render too: missing cells read "—" and
 the header says how many runs are in. Failed runs (``failed: ...``) are counted and listed by
 name with their reason.
+
+The loss curves per cell (``loss-curves.png``) are drawn by a later stage,
+:func:`interp.inspect.curves.report_curves`, which ``interp report`` hands to :func:`write`
+(``curves=``); this module links the figure it returns (:class:`Curves`) and names the runs
+that stored no curve.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +30,17 @@ from interp.training.files import save_figure, write_file
 
 REPORT_FILE = "report.md"
 VIOLINS_FILE = "violins.png"
+CURVES_FILE = "loss-curves.png"
+
+
+@dataclass(frozen=True)
+class Curves:
+    """The loss-curve figure drawn for a report: its file (None when no run stored a curve),
+    how many runs it draws, and the names of the stored runs it leaves out for want of a curve."""
+
+    path: Path | None
+    drawn: int
+    missing: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -47,11 +64,13 @@ def _cell(ours, paper, diff, partial: bool, has_paper: bool) -> str:
 
 
 
-def markdown(sweep: Sweep, table, *, sweeps_log=None, store: Path | None = None) -> str:
+def markdown(sweep: Sweep, table, *, sweeps_log=None, store: Path | None = None,
+             curves: Curves | None = None) -> str:
     """The report, top to bottom as a reader meets it: the header (runs in, failed), the
     paper's layout with ours / paper (difference), the within-5 counts, per-cell detail with
-    seconds per run, sweep timings, failed runs. ``store``: the results store read, named in
-    the regenerate line when not the default."""
+    seconds per run, the loss curves (``curves``, linked by file name: the figure sits beside
+    the report), sweep timings, failed runs. ``store``: the results store read, named in the
+    regenerate line when not the default."""
     layout = sweep.layout
     has_paper = "paper_max" in table and table["paper_max"].notna().any()
     label_cols = [*layout.rows] + [c for c in table.columns if c in _extra_cols(table, layout)]
@@ -61,6 +80,8 @@ def markdown(sweep: Sweep, table, *, sweeps_log=None, store: Path | None = None)
     if has_paper:
         lines += _within_lines(table, layout, label_cols)
     lines += _detail_lines(table, layout, label_cols)
+    if curves is not None:
+        lines += _curves_lines(curves)
     if sweeps_log is not None and not sweeps_log.empty:
         lines += _timing_lines(sweeps_log)
     lines += _failed_lines(table)
@@ -150,6 +171,28 @@ def _detail_lines(table, layout, label_cols: list[str]) -> list[str]:
                f"{_fmt_s(r.get('seconds'))} / {_fmt_s(r.get('cpu_seconds'))}"]
         ) + " |")
     return lines + [""]
+
+
+def _curves_lines(curves: Curves, listed: int = 10) -> list[str]:
+    """The loss-curve figure linked, how to read it, and the runs it could not draw."""
+    lines = ["## Loss curves", ""]
+    if curves.path is not None:
+        name = curves.path.name
+        lines += [f"![training-batch loss per seed, one panel per cell]({name})", "",
+                  f"[`{name}`]({name}): one panel per cell, laid out as the table above, "
+                  f"{curves.drawn} run(s) drawn. Each seed's training-batch loss (log scale) "
+                  "against the optimiser step, one colour per seed; the dotted line is the "
+                  "`stop_loss`, a dot marks the step where the run stopped below it, a cross "
+                  "where it ran out of steps or failed.", ""]
+    if curves.missing:
+        names = ", ".join(f"`{n}`" for n in curves.missing[:listed])
+        more = f" and {len(curves.missing) - listed} more" if len(curves.missing) > listed else ""
+        lines += [f"{len(curves.missing)} run(s) in the store have no loss curve (a store written "
+                  "before curves were kept, or a run that failed before its first step) and are "
+                  f"not drawn: {names}{more}.", ""]
+    elif curves.path is None:
+        lines += ["No run of this sweep is in the store yet: no loss curves to draw.", ""]
+    return lines
 
 
 def _timing_lines(sweeps_log) -> list[str]:
@@ -302,25 +345,34 @@ class Written:
     runs: int
     declared: int
     damaged: dict = field(default_factory=dict)  # run name -> what is wrong with its checkpoint
+    curves: Curves | None = None  # the loss curves, where write was given a way to draw them
 
 
 def write(sweep: Sweep, *, store: str | os.PathLike | None = None,
-          out: str | os.PathLike | None = None) -> Written:
+          out: str | os.PathLike | None = None,
+          curves: Callable[[Sweep, Path, Path], Curves] | None = None) -> Written:
     """Render ``report.md`` and ``violins.png`` for ``sweep`` into ``out`` (default: its folder).
 
-    Each file is replaced whole or left as it was (:mod:`interp.training.files`); the figure is
-    written first, so a write that fails (a full disk: a ValueError naming the file) leaves
-    both files as they were."""
+    ``curves``: a function ``curves(sweep, store_path, figure_path) -> Curves`` that draws the
+    loss curves per cell into ``out/loss-curves.png`` (``interp report`` passes
+    :func:`interp.inspect.curves.report_curves`, a later stage than this one); the report links
+    the figure and names the runs without a curve. None: no curves.
+
+    Each file is replaced whole or left as it was (:mod:`interp.training.files`); the figures
+    are written first, so a write that fails (a full disk: a ValueError naming the file) leaves
+    that file and report.md as they were."""
     store_path = Path(store) if store is not None else sweep.default_store
     out = Path(out) if out is not None else sweep.root
     table = cells(sweep, runs(sweep, store_path), paper_table(sweep))
     log = store_mod.read_sweeps(store_path) if store_path.is_file() else None
     damaged = store_mod.checkpoint_problems(store_path) if store_path.is_file() else {}
-    text = markdown(sweep, table, sweeps_log=log, store=store_path) + _damaged_note(damaged)
     png = violins(sweep, table, out / VIOLINS_FILE)
+    drawn = curves(sweep, store_path, out / CURVES_FILE) if curves is not None else None
+    text = (markdown(sweep, table, sweeps_log=log, store=store_path, curves=drawn)
+            + _damaged_note(damaged))
     md = write_file(out / REPORT_FILE, text)
     return Written(markdown=md, violins=png, runs=int(table["runs"].sum()),
-                   declared=int(table["declared"].sum()), damaged=damaged)
+                   declared=int(table["declared"].sum()), damaged=damaged, curves=drawn)
 
 
 def _damaged_note(damaged: dict[str, str]) -> str:

@@ -88,10 +88,11 @@ def test_analysis_violins_are_titled_after_the_sweep_with_labelled_axes(sweep_di
     assert SWEEP in title and "2 seed(s)" in title, title
 
 
-def test_report_violins_have_a_title_and_labelled_axes(sweep_dir, tmp_path, caught, capsys):
+def test_report_figures_have_a_title_and_labelled_axes(sweep_dir, tmp_path, caught, capsys):
     assert cli.main(["report", str(sweep_dir), "--out", str(tmp_path)]) == 0
-    assert [n for n, _ in caught] == ["violins.png"]
-    _check(*caught[0])
+    assert [n for n, _ in caught] == ["violins.png", "loss-curves.png"]
+    for name, fig in caught:
+        _check(name, fig)
 
 
 def test_explorer_figures_have_titles_and_labelled_axes(sweep_dir, tmp_path, caught, capsys):
