@@ -94,17 +94,130 @@ def test_notebook_is_committed_executed_with_small_outputs(path):
     check_outputs(nb, path.name)
 
 
+#: a view's picture (interp.inspect.notebook.View.png), in bytes
+MAX_PNG = 60_000
+#: the calls that show attention views (interp.inspect.notebook's functions returning a View)
+VIEW_CALLS = {"attention", "side_by_side"}
+
+
+def _calls_a_view(source: str) -> bool:
+    source = "\n".join(l for l in source.splitlines() if not l.startswith("%"))  # magics
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+               and node.func.attr in VIEW_CALLS and isinstance(node.func.value, ast.Name)
+               and node.func.value.id == "notebook" for node in ast.walk(ast.parse(source)))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_committed_view_has_its_picture(path):
+    """Every code cell that calls notebook.attention or notebook.side_by_side keeps, after the
+    view's HTML, a PNG output: what GitHub shows, since it runs no scripts. The PNG is decoded
+    (Pillow), small, and not blank."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    nb = nbformat.read(path, as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and _calls_a_view(c.source)]
+    for cell in cells:
+        kinds = [sorted(o.get("data", {})) for o in cell.outputs]
+        html = [i for i, k in enumerate(kinds) if "text/html" in k and "interp-cv" in cell.outputs[i].data["text/html"]]
+        assert html, (path.name, cell.source, kinds)
+        for i in html:
+            assert i + 1 < len(kinds) and "image/png" in kinds[i + 1], (path.name, cell.source, kinds)
+            png = base64.b64decode(cell.outputs[i + 1].data["image/png"])
+            assert len(png) <= MAX_PNG, (path.name, len(png))
+            pixels = np.asarray(Image.open(io.BytesIO(png)).convert("L"))
+            assert pixels.shape[0] >= 150 and pixels.shape[1] >= 300, pixels.shape
+            assert 0.02 < (pixels < 200).mean() < 0.8, (path.name, (pixels < 200).mean())  # drawn on, not blank
+
+
+def test_the_notebooks_show_views():
+    """The check above has something to check: notebooks 01-04 all show views."""
+    shown = [p.stem for p in NOTEBOOKS
+             if any(_calls_a_view(c.source) for c in nbformat.read(p, as_version=4).cells if c.cell_type == "code")]
+    assert shown == [p.stem for p in NOTEBOOKS], shown
+
+
+# ------------------------------------------------------------------ notebook 03's bimodal cell
+
+CELL = ROOT / "experiments" / "notebooks" / "bimodal-cell"
+
+
+def test_notebook_03s_cell_is_table_2s_bimodal_cell():
+    """configs.py declares Table 2's cell n = 10, two layers, d_token 32 (the same run names),
+    cells.py picks that cell from the committed per-seed results, and Table 2's report line for
+    it has a seed >= 99% and a seed below 2/n = 20% (read here from the report's text)."""
+    import runpy
+
+    from interp import sweeps
+
+    ours = sorted(c.name() for c in sweeps.load(CELL).configs)
+    table2 = sorted(c.name() for c in sweeps.load(ROOT / "experiments" / "table2").configs
+                    if (c.n, c.n_layers, c.d_token) == (10, 2, 32))
+    assert ours == table2 and len(ours) == 5
+    chosen = runpy.run_path(str(CELL / "cells.py"))["bimodal_cells"](ROOT)[0]
+    assert (chosen["source"], chosen["cell"]) == ("experiments/table2/report.md", "n 10, n_layers 2, d_token 32")
+    line = next(l for l in (ROOT / "experiments" / "table2" / "report.md").read_text().splitlines()
+                if l.startswith("| 10 | 2 | 32 | 5/5 |"))
+    accs = [float(x.split(":")[1]) for x in line.split("|")[5].split(",")]
+    assert max(accs) >= 99 and min(accs) < 20 and chosen["accuracy"] == dict(enumerate(accs))
+
+
+def test_notebook_03s_committed_models_are_small_checked_and_bimodal():
+    """The store's rows and checkpoint files match their checksums, weigh well under 1 MB, and
+    the five models split when measured here: each checkpoint's answers on 1024 fresh inputs,
+    scored against tasks.answers (the plain-Python lookup of f(i*)), are >= 97% right for some
+    seeds and at most 2/n = 20% for another."""
+    import torch
+
+    from interp import sweeps
+    from interp.core import tasks
+    from interp.inspect import hooks
+    from interp.sweeps import store
+    from interp.training import checkpoints
+
+    data = [p for p in CELL.rglob("*") if p.is_file() and p.suffix != ".py" and "__pycache__" not in p.parts]
+    assert sum(p.stat().st_size for p in data) < 500_000, sum(p.stat().st_size for p in data)
+    assert store.verify(CELL / "store.sqlite", files=True)
+    runs = store.read(CELL / "store.sqlite")
+    assert sorted(runs.name) == sorted(c.name() for c in sweeps.load(CELL).configs)
+    tokens = hooks.sample_inputs(5, 10, 1024, seed=11)
+    accuracy = {}
+    for run in runs.itertuples():
+        with torch.no_grad():
+            said = checkpoints.load(run.checkpoint)(tokens)[:, -1].argmax(-1)
+        accuracy[run.seed] = float((said == tasks.answers(5, 10, tokens)).float().mean())
+    assert any(a >= 0.97 for a in accuracy.values()) and any(a <= 0.2 for a in accuracy.values()), accuracy
+
+
+def test_notebook_03_shows_successful_and_failed_seeds_side_by_side():
+    """The committed notebook's view puts a successful and a failed seed of the cell next to
+    each other, titled with the outcome and accuracy computed when it ran."""
+    nb = nbformat.read(ROOT / "experiments" / "notebooks" / "03_bimodal_seeds.ipynb", as_version=4)
+    views = [o.data["text/html"] for c in nb.cells if c.cell_type == "code" and "side_by_side" in c.source
+             for o in c.outputs if "text/html" in o.get("data", {})]
+    assert len(views) == 1
+    titles = re.findall(r"<h4>seed (\d): (success|failed|partial) \((\d+\.\d)%\)", views[0])
+    outcomes = {outcome for _, outcome, _ in titles}
+    assert {"success", "failed"} <= outcomes, titles
+    for _, outcome, pct in titles:
+        assert (float(pct) >= 99) if outcome == "success" else (float(pct) < 99), titles
+    assert all(float(pct) < 20 for _, outcome, pct in titles if outcome == "failed"), titles
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_end_to_end_and_cleans_up(path, tmp_path, monkeypatch):
     """Run in a kernel whose temporary folder is empty: afterwards it holds nothing of the
-    notebook's (03 trains into a temporary folder), the notebooks' folder has no new files, and
+    notebook's, the notebooks' folder (and 03's committed store beside it) has no new files, and
     the outputs pass the checks of the committed notebooks."""
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setenv("INTERP_QUICK", "1")
     monkeypatch.setenv("TMPDIR", str(temp))  # the kernel inherits it (tempfile.gettempdir)
-    before = sorted(path.parent.iterdir())
+    before = sorted(path.parent.rglob("*"))
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=300, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
@@ -113,7 +226,7 @@ def test_notebook_runs_end_to_end_and_cleans_up(path, tmp_path, monkeypatch):
     assert any(c.outputs for c in nb.cells if c.cell_type == "code")
     left = [p.name for p in temp.iterdir() if not p.name.startswith(FOREIGN_TEMP)]
     assert not left, f"{path.name} left {left} in its temporary folder"
-    assert sorted(path.parent.iterdir()) == before
+    assert sorted(path.parent.rglob("*")) == before
 
 
 # ------------------------------------------------------------------ the views in a frontend
