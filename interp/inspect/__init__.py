@@ -11,6 +11,8 @@ and ``n=`` are optional and checked against the model's.
   patching of the attended position, ablation, direct logit attribution, logit lens, path
   patching and attribution patching, returning tensors.
 * :mod:`~interp.inspect.analysis` - per-seed measures of a sweep, mechanism labels, reports.
+* :mod:`~interp.inspect.mlp_measures` - what the MLPs contribute (ablated accuracy) and whether
+  the attention alone picks the matching slot.
 * :mod:`~interp.inspect.labels` - mechanism labels, one-line verdicts, the legend of measures,
   the written answers of the sweep reports.
 * :mod:`~interp.inspect.viz` - circuitsvis HTML (offline) and matplotlib figures.
@@ -18,4 +20,7 @@ and ``n=`` are optional and checked against the model's.
 * :mod:`~interp.inspect.notebook` - circuitsvis views in Jupyter, the script once per session.
 * :mod:`~interp.inspect.explore` - the sweep explorer: one offline HTML page of a sweep's seeds.
 * :mod:`~interp.inspect.curves` - loss curves drawn: one run, or a store's cells as small multiples.
+* :mod:`~interp.inspect.atlas` - the mechanism atlas: one row per seed (cell, outcome, measures,
+  label), ``atlas.md``; :mod:`~interp.inspect.atlas_predictions` - its pre-registered
+  predictions computed; :mod:`~interp.inspect.atlas_figures` - its phase diagrams.
 """

@@ -37,7 +37,18 @@ qk_spacing, ...,    energy (1), radius cv (0), angular evenness, inverted (False
 ov_circle, ov_fit   from a null of random and shuffled models (None at n < 4)
 follow, keep        activation patching at the last layer's resid_pre: patched attended position
                     -> corrupted answer (1); other slots patched -> clean answer kept (1)
+acc_mean_mlp,       what the MLPs contribute (:mod:`interp.inspect.mlp_measures`, which defines
+acc_zero_mlp,       them): accuracy with every MLP's ``hook_mlp_out`` replaced by its mean over
+attn_entropy,       the test inputs or zeroed; the last layer's final-position attention entropy
+attn_picks_slot,    (1 = uniform) and how often its argmax is on the matching slot's key or
+mlp_role            value position; the MLP's role: ``passes`` / ``helps`` / ``needed``.
+                    Attention-only models: NaN and ``none`` (one schema for mixed tables)
 =================== ============================================================================
+
+Every model :func:`interp.core.models.build_model` makes is measured (MLPs after every block or
+the last, one or two layers, W_O="identity", embed_scale, ...). With MLPs the columns above
+``acc_mean_mlp`` mean what they mean without: ``ov_*`` is the direct path E W_V W_O W_U (no MLP
+on it), ``r2_resid`` reads hook_resid_post (MLP output included).
 
 :func:`analyze_sweep` reads a sweep's results store (:func:`interp.sweeps.store.read`), groups the runs
 by config without the seed, classifies every seed as ``success`` (accuracy >= 0.99), ``failed``
@@ -51,13 +62,14 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from interp.core import tasks
-from interp.inspect import circuits, geometry, hooks, interventions, probes
+from interp.inspect import circuits, geometry, hooks, interventions, mlp_measures, probes
 from interp.inspect.labels import MECHANISMS, answer, mechanism, r2_text, sort_by_group
 
 log = logging.getLogger(__name__)
@@ -90,7 +102,8 @@ def measure(model, *, case: int | None = None, n: int | None = None, batch_size:
     view = hooks.read(task.case, n, tokens)
     L = model.cfg.n_layers - 1
     resid = f"blocks.{L}.hook_resid_post"
-    wanted = {f"blocks.{L}.attn.hook_q", f"blocks.{L}.attn.hook_k", resid}
+    wanted = {f"blocks.{L}.attn.hook_q", f"blocks.{L}.attn.hook_k", resid,
+              *mlp_measures.cache_names(model)}  # hook_mlp_out: none without an MLP
     with torch.no_grad():  # one TransformerLens pass for attention and the key/query vectors
         _, cache = model.run_with_cache(
             tokens, names_filter=lambda name: name in wanted or name.endswith("hook_pattern"))
@@ -130,6 +143,7 @@ def measure(model, *, case: int | None = None, n: int | None = None, batch_size:
     out["emb_rank"] = _rank((tables.get("token") or tables["token_value"])[0])
     pt = interventions.patch_attended(model, tokens[: min(512, len(tokens))], seed=seed, at=at, **own)
     out.update(follow=pt.follow, keep=pt.control_keep)
+    out.update(mlp_measures.summary(model, tokens, acc=out["acc"], cache=cache, **own))
     return out
 
 
@@ -179,9 +193,15 @@ def bimodal_groups(df, *, success: float = SUCCESS, well_below: float = WELL_BEL
 
 
 def group_label(row) -> str:
-    return (f"case {int(row['case'])}, n={int(row['n'])}, d_token={int(row['d_token'])}, "
-            f"{int(row['n_layers'])} layer{'s' if int(row['n_layers']) > 1 else ''}, "
-            f"PE {row['pos_embed']}")
+    """``case 3, n=10, d_token=16, 1 layer, PE none``; a run with an MLP adds ``, d_mlp=64``
+    (and ``, MLP last`` for mlp="last"), so one store's architectures stay apart."""
+    label = (f"case {int(row['case'])}, n={int(row['n'])}, d_token={int(row['d_token'])}, "
+             f"{int(row['n_layers'])} layer{'s' if int(row['n_layers']) > 1 else ''}, "
+             f"PE {row['pos_embed']}")
+    d_mlp = row.get("d_mlp", 0)
+    if isinstance(d_mlp, numbers.Real) and not math.isnan(d_mlp) and d_mlp > 0:
+        label += f", d_mlp={int(d_mlp)}" + (", MLP last" if row.get("mlp") == "last" else "")
+    return label
 
 
 @dataclass

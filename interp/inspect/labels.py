@@ -24,6 +24,9 @@ MECHANISMS = {
                 "same vector, so the deficit at the matching slot becomes the answer.",
     "mirror": "the last layer attends the key position 2j with k_j = i*, not the value position "
               "2j + 1: layer 0 moved each value back onto its key, the construction run backwards.",
+    "mlp-lookup": "the MLP does the lookup: attention spreads over the input (final-position "
+                  "entropy >= 0.5) instead of picking the matching slot, and the answer is gone "
+                  "when the MLP's output is mean-ablated (Theorem 3.5's mechanism).",
     "none": "none of the named mechanisms by these measures (a failed seed, or one not named).",
 }
 
@@ -66,6 +69,13 @@ LEGEND = {
     "emb_rank": "participation rank of the token (or value) table: ~1 means collapsed",
     "follow": "patching the attended position from a corrupted run moves the answer there (1)",
     "keep": "patching every other slot keeps the clean answer (1)",
+    "acc_mean_mlp": "accuracy with every MLP's output replaced by its mean over the inputs "
+                    "(NaN without an MLP; acc when the MLP passes values through)",
+    "acc_zero_mlp": "accuracy with every MLP's output zeroed (NaN without an MLP)",
+    "attn_entropy": "MLP models: last layer's final-position attention entropy, 1 = uniform (0)",
+    "attn_picks_slot": "MLP models: attention argmax on the matching slot's key or value position (1)",
+    "mlp_role": "what the MLP does: none (no MLP), passes (mean-ablation costs <= 5 points), "
+                "needed (ablated accuracy < chance + 10 points), helps (between)",
 }
 
 
@@ -90,9 +100,12 @@ def axis_label(measure: str) -> str:
 
 def describe(measure: str) -> str:
     """The legend line of a measure (``qk_fit`` and ``ov_fit`` share ``fit``; ``r2_token_key``
-    shares ``r2``); KeyError names the unknown measure."""
+    shares ``r2``), or of a mechanism label (:data:`MECHANISMS`, e.g. ``mlp-lookup``);
+    KeyError names the unknown measure."""
     if measure in LEGEND:
         return LEGEND[measure]
+    if measure in MECHANISMS:
+        return f"mechanism: {MECHANISMS[measure]}"
     head, _, rest = measure.partition("_")
     if head in ("qk", "ov") and rest in LEGEND:
         return f"{head.upper()}: {LEGEND[rest]}"
@@ -107,7 +120,8 @@ def _ok(row, key, least) -> bool:
 
 
 def mechanism(row) -> str:
-    """Which mechanism one seed's numbers show (a per-seed column of the reports):
+    """Which mechanism one seed's numbers show (a per-seed column of the reports). The attention
+    is labelled first, from the attention measures alone, the same way with or without MLPs:
 
     * ``mirror`` (two-layer case 5): the last layer puts >= 0.9 of its mass on the key position
       2j with k_j = i* instead of the value position 2j + 1 (so the seed is measured there,
@@ -120,6 +134,19 @@ def mechanism(row) -> str:
     * ``inverted``: QK rows have their *minimum* on the diagonal and OV writes minus the value
       (qk_anti, ov_anti >= 0.95): attention avoids the matching slot;
     * ``none``: none of these (failed seeds, or a mechanism these measures do not name).
+
+    How an MLP enters (``mlp_role``, :mod:`interp.inspect.mlp_measures`). An attention label
+    above stands whatever the MLP does: the attention found the slot (patching it moves the
+    answer) and the MLP passes the value through, helps, or reads it out; ``mlp_role`` says
+    which. Only a model the attention measures leave at ``none`` can be labelled
+
+    * ``mlp-lookup``: the MLP does the lookup: ``mlp_role == "needed"`` (mean-ablating the
+      MLPs leaves accuracy below chance + 10 points), the model answers (acc >= 0.9) and the
+      last layer's final-position attention spreads (attn_entropy >= 0.5, as Theorem 3.5's
+      weights (t_j + 1) / S do) rather than picking a slot: the attention carries the whole
+      input to the final position and the MLP reads f(i*) from it.
+
+    Attention-only rows (``mlp_role`` ``none`` or missing) get exactly the four labels above.
     """
     if (row.get("at") == "key" and _ok(row, "mass_keypos", 0.9) and _ok(row, "acc_any", 0.9)
             and _ok(row, "follow", 0.9)):
@@ -128,6 +155,8 @@ def mechanism(row) -> str:
         return "construction"
     if _ok(row, "qk_anti", 0.95) and _ok(row, "ov_anti", 0.95):
         return "inverted"
+    if row.get("mlp_role") == "needed" and _ok(row, "acc", 0.9) and _ok(row, "attn_entropy", 0.5):
+        return "mlp-lookup"
     return "none"
 
 
@@ -140,8 +169,14 @@ def verdict(row) -> str:
            "QK is a circle with the match on the diagonal" if circle else
            f"QK is not a circle (fit {row.get('qk_fit', math.nan):.2f}, top-2 energy "
            f"{row.get('qk_top2', math.nan):.2f})")
+    mlp = ""
+    if row.get("mlp_role") in ("passes", "helps", "needed"):
+        mlp = (f" MLP: {row['mlp_role']} (accuracy {row.get('acc_mean_mlp', math.nan):.3f} with its "
+               f"output mean-ablated, {row.get('acc_zero_mlp', math.nan):.3f} zeroed; final-position "
+               f"attention entropy {row.get('attn_entropy', math.nan):.2f}, argmax on the matching "
+               f"slot {row.get('attn_picks_slot', math.nan):.2f}).")
     return (f"{label}: accuracy {acc:.3f} (any f: {acc_any:.3f}); {MECHANISMS[label]} "
-            f"Geometry: {geo}.")
+            f"Geometry: {geo}.{mlp}")
 
 
 # ----------------------------------------------------------------------------- written answers
@@ -171,6 +206,12 @@ def _functional(d) -> str:
         s += f"; layer 0, every position to its key 2(p//2): mass {_range(d, 'mass_L0')}"
     if "qkpos_diag" in d and d["qkpos_diag"].notna().any():
         s += f"; positional-embedding QK on the diagonal {_range(d, 'qkpos_diag')}"
+    roles = [r for r in dict.fromkeys(d["mlp_role"]) if r in ("passes", "helps", "needed")] \
+        if "mlp_role" in d else []
+    if roles:  # seeds with MLPs
+        s += (f"; with the MLPs' output mean-ablated accuracy {_range(d, 'acc_mean_mlp')} (zeroed "
+              f"{_range(d, 'acc_zero_mlp')}), MLP role {', '.join(roles)}, attention argmax on "
+              f"the matching slot {_range(d, 'attn_picks_slot')}")
     return (s + f"; patching the attended position moves the answer in {_range(d, 'follow')} "
             f"of inputs; accuracy when f is an arbitrary function (trained on permutations) "
             f"{_range(d, 'acc_any')}.")
@@ -251,6 +292,12 @@ def _mechanism_text(kind: str, d) -> str:
                 "patching are measured at that key position (patching it from a corrupted run "
                 "moves the answer); `mass` and the layer-0 measures score the paper's "
                 "direction. ")
+    if kind == "mlp-lookup":
+        return (f"{head}: the MLP does the lookup.** The last layer's final-position attention "
+                f"spreads (entropy {_range(d, 'attn_entropy')}) instead of picking the matching "
+                "slot, and mean-ablating the MLPs' output leaves accuracy near chance: the "
+                "attention output carries the input and the MLP reads f(i*) from it, as in "
+                "Theorem 3.5. ")
     return (f"{head}: neither the construction's mechanism nor the inverted one** by these "
             "measures. ")
 
