@@ -1,0 +1,91 @@
+"""``interp atlas STORE_OR_DIR``: the mechanism atlas of a store (issue 29).
+
+Reads a results store (a store file, a sweep folder's ``results/store.sqlite`` or a folder's
+``store.sqlite``), classifies every seed, measures the successful and partial ones
+(:func:`interp.inspect.analysis.measure`) and labels their mechanism, then writes into ``--out``
+(default: the folder given, or the store file's folder):
+
+* ``atlas.csv``: one row per seed: cell, accuracy, steps, outcome, label and the measures;
+* ``atlas.md``: per case, layers, architecture and function a table (n down, d_token across; each
+  cell its successful seeds and their mechanisms, e.g. ``4/5 c3 m1``), then the predictions of
+  ``experiments/atlas/PREDICTIONS.md``: confirmed, refuted or untested, with their numbers;
+* ``atlas-success.png`` and ``atlas-mechanism.png``: the same cells as heatmaps.
+
+A rerun reuses the rows of the ``atlas.csv`` already in ``--out`` and measures only the runs it
+lacks (``--remeasure``: every run again). Prints the predictions' table (``--json``: the
+predictions and the files written).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+EPILOG = ("Writes atlas.csv (one row per seed: cell, architecture, accuracy, steps, outcome, "
+          "mechanism label and the measures behind it), atlas.md (per case, layers, architecture "
+          "and function: n down, d_token across, each cell 'k/t' successful seeds and their "
+          "mechanisms, e.g. '4/5 c3 m1'; then P1-P9 of experiments/atlas/PREDICTIONS.md, each "
+          "confirmed, refuted or untested, with its numbers), atlas-success.png and "
+          "atlas-mechanism.png (the cells as heatmaps). Only successful and partial seeds are "
+          "measured (their checkpoints loaded); a rerun measures only the runs atlas.csv lacks.")
+
+
+def add_arguments(p) -> None:
+    p.epilog = EPILOG
+    p.add_argument("store", metavar="STORE_OR_DIR",
+                   help="a results store file, a sweep folder (with results/store.sqlite) or a folder "
+                        "holding store.sqlite")
+    p.add_argument("--out", default=None,
+                   help="folder for atlas.csv, atlas.md and the figures (default: the folder given, "
+                        "or the store file's folder); an atlas.csv there is reused as a cache")
+    p.add_argument("--batch-size", type=int, default=512,
+                   help="sampled inputs per measure of a seed (default 512)")
+    p.add_argument("--remeasure", action="store_true",
+                   help="measure every seed again instead of reusing the rows of --out's atlas.csv")
+    p.add_argument("--json", action="store_true", help="print the predictions and the files as JSON")
+
+
+def default_out(given: str, store: Path) -> Path:
+    """The folder given (a sweep or run folder), or the folder of the store file given."""
+    return Path(given) if Path(given).is_dir() else store.parent
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the working folder when it lies inside it (atlas.md names it)."""
+    try:
+        return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+    except ValueError:  # another drive
+        return path
+
+
+def run(args) -> int:
+    from interp.sweeps.frame import find_store
+
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size {args.batch_size}; accepted: an integer >= 1")
+    store = find_store(args.store)  # a path with no store: one line, before any work
+    out = Path(args.out) if args.out else default_out(args.store, store)
+    cache = None if args.remeasure else out / "atlas.csv"
+    if cache is not None:
+        from interp.inspect.atlas import read_cache
+
+        read_cache(cache)  # a file there that is no atlas table: refused before measuring
+
+    from tqdm import tqdm
+
+    from interp.inspect import atlas
+    from interp.inspect.atlas import predictions_markdown
+
+    df = atlas.build_atlas(store, batch_size=args.batch_size, cache=cache,
+                           progress=None if args.json else tqdm)
+    written = atlas.write_atlas(df, out, source=_shown(args.store))
+    preds = written.pop("predictions")
+    if args.json:
+        print(json.dumps(dict(seeds=len(df), predictions=preds,
+                              files={k: str(v) for k, v in written.items()}), indent=1, default=str))
+    else:
+        print("\n".join(predictions_markdown(preds)))
+        print(f"\n{len(df)} seeds; wrote " + ", ".join(str(v) for v in written.values()))
+    return 0

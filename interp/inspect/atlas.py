@@ -1,0 +1,266 @@
+"""The mechanism atlas (issue 29): every seed of a store with its cell, outcome, measures and
+mechanism label, the pre-registered predictions counted, and the phase diagrams drawn.
+
+:func:`build_atlas` reads a results store (:func:`interp.sweeps.frame.read_runs`) and returns one
+row per stored run (seed):
+
+============== ==================================================================================
+column         meaning
+============== ==================================================================================
+case, n,       the cell: TrainConfig's fields of that name
+d_token,
+n_layers,
+pos_embed,
+d_mlp, mlp,
+function
+architecture   the cell's architecture, named by :func:`architecture`
+seed, name     the run's seed and its name in the store
+status         the store's status (``ok``, or ``failed: ...`` for a run whose training failed)
+accuracy,      the store's test accuracy and steps trained
+steps
+outcome        :func:`interp.inspect.analysis.classify` of the accuracy (``success``,
+               ``partial``, ``failed``); ``failed`` for a run whose training failed
+label          :func:`interp.inspect.labels.mechanism` of the seed's measures; ``failed`` for a
+               failed seed (not measured), ``unmeasured`` for a seed without a checkpoint
+acc, acc_any,  every measure of :func:`interp.inspect.analysis.measure` (its docstring says what
+mass, ...     each is), NaN for failed seeds; ``acc_mean_mlp``, ``attn_entropy``, ... where
+               ``measure`` gives them
+============== ==================================================================================
+
+Measuring a seed loads its checkpoint and takes about a second, so only successful and partial
+seeds are measured, and ``cache`` (the ``atlas.csv`` an earlier atlas wrote) lends its rows: a
+run whose name, cell, seed, status and accuracy match a cached row is not measured again, so a
+rerun after more runs land measures only the new ones. Labels are always recomputed from the
+measures, so a change to :func:`~interp.inspect.labels.mechanism` reaches cached rows.
+
+:func:`write_atlas` writes ``atlas.csv`` (this table), ``atlas.md`` (per case, layers,
+architecture and function: n down, d_token across, each cell its successes and mechanism mix;
+then the predictions of ``experiments/atlas/PREDICTIONS.md``, computed by
+:mod:`interp.inspect.atlas_predictions`) and the phase diagrams of
+:mod:`interp.inspect.atlas_figures`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+from interp.core import tasks
+from interp.inspect import analysis, labels
+from interp.inspect.atlas_figures import figures, mix, panels
+from interp.inspect.atlas_predictions import ATTN, number, predictions
+
+log = logging.getLogger(__name__)
+
+#: the cell's fields, as TrainConfig names them; ``architecture`` is named from them
+CELL = ("case", "n", "d_token", "n_layers", "pos_embed", "d_mlp", "mlp", "function")
+RUN = ("seed", "name", "status", "accuracy", "steps", "outcome", "label")
+FAILED, UNMEASURED = "failed", "unmeasured"
+#: the fields a cached row must share with the store's run to lend its measures
+_MATCH = ("case", "n", "d_token", "n_layers", "d_mlp", "function", "seed", "status")
+
+
+def architecture(case: int, d_token: int, d_mlp: int, mlp: str = "every", n_layers: int = 1) -> str:
+    """The architecture's name, by rule: ``attention-only`` when d_mlp = 0; else ``mlp-<r>x``
+    when d_mlp = r d_model for a whole r (d_model = 2 d_token in cases 2-3, else d_token), else
+    ``mlp-<d_mlp>``; ``-last`` appended when a two-layer model has its MLP after the last layer
+    only (``mlp="last"``; with one layer it is the same model as ``"every"``). The atlas's
+    ``mlp-4x`` (``experiments/atlas/grid.py``) is d_mlp = 4 d_model after every attention layer."""
+    if d_mlp == 0:
+        return ATTN
+    d_model = tasks.get(case).d_model(d_token)
+    name = f"mlp-{d_mlp // d_model}x" if d_mlp % d_model == 0 else f"mlp-{d_mlp}"
+    return name + ("-last" if mlp == "last" and n_layers > 1 else "")
+
+
+def _base(r) -> dict:
+    """A stored run's cell, architecture, seed, result and outcome."""
+    base = {k: (int(r[k]) if k in ("case", "n", "d_token", "n_layers", "d_mlp") else r[k]) for k in CELL}
+    base["architecture"] = architecture(base["case"], base["d_token"], base["d_mlp"], base["mlp"],
+                                        base["n_layers"])
+    acc, steps = number(r["accuracy"]), number(r["steps"])
+    base.update(seed=int(r["seed"]), name=str(r["name"]), status=str(r["status"]), accuracy=acc,
+                steps=steps if math.isnan(steps) else int(steps))
+    ok = base["status"] == "ok" and not math.isnan(acc)
+    base["outcome"] = analysis.classify(acc, base["n"]) if ok else FAILED
+    return base
+
+
+def read_cache(path) -> dict[str, dict]:
+    """The rows of an earlier ``atlas.csv`` by run name ({} when there is none); ValueError when
+    the file is there but is no atlas table (it would be overwritten)."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        df = pd.read_csv(path, dtype={"name": str})  # a name of 12 decimal digits stays text
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not an atlas table ({e}); move it away or pass another --out") from e
+    lacking = [c for c in (*CELL, *RUN) if c not in df.columns]
+    if lacking:
+        raise ValueError(f"{path} is not an atlas table (no columns {lacking}); move it away or "
+                         "pass another --out")
+    return {str(r["name"]): r for r in df.to_dict("records")}
+
+
+def _reusable(old: dict | None, base: dict) -> bool:
+    """A cached row lends its measures when it is the same run, measured (or failed) then."""
+    if old is None or old["label"] == UNMEASURED:
+        return False
+    for k in _MATCH:
+        a, b = old[k], base[k]
+        if isinstance(b, str) and str(a) != b or not isinstance(b, str) and number(a) != number(b):
+            return False
+    a, b = number(old["accuracy"]), base["accuracy"]
+    return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-12
+
+
+def _measure(r, base: dict, batch_size: int) -> dict | None:
+    """The measures of one stored run's model; None when it has no checkpoint to load."""
+    from interp.training import checkpoints
+
+    ckpt = r["checkpoint"]
+    if not isinstance(ckpt, str) or not ckpt or not Path(ckpt).exists():
+        log.warning("run %s has no checkpoint; not measured", base["name"])
+        return None
+    model = checkpoints.load(ckpt)
+    return analysis.measure(model, case=base["case"], n=base["n"], batch_size=batch_size)
+
+
+def label(row: dict) -> str:
+    """``failed`` for a failed seed, ``unmeasured`` for a seed with no measures, else the
+    mechanism its measures show (:func:`interp.inspect.labels.mechanism`)."""
+    if row["outcome"] == FAILED:
+        return FAILED
+    if row.get("label") == UNMEASURED:
+        return UNMEASURED
+    return labels.mechanism(row)
+
+
+def _order(row: dict) -> tuple:
+    return (row["case"], row["n_layers"], row["architecture"] != ATTN, row["architecture"],
+            row["function"] != "permutation", row["function"], row["n"], row["d_token"], row["seed"],
+            row["name"])
+
+
+def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=None):
+    """One row per run of the store ``store_or_dir`` (a store file or a folder holding one), as
+    the module docstring says; ``cache``: an earlier ``atlas.csv`` whose rows are reused.
+    ``progress``: a wrapper ``progress(iterable, total=, desc=)`` such as ``tqdm.tqdm``."""
+    import pandas as pd
+
+    from interp.sweeps.frame import find_store, read_runs
+
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r}; accepted: an integer >= 1")
+    path = find_store(store_or_dir)
+    known = read_cache(cache) if cache is not None else {}
+    runs = read_runs(path)
+    if runs.empty:
+        raise ValueError(f"{path} holds no runs")
+    rows, todo, cached = [], [], 0
+    for _, r in runs.iterrows():
+        base = _base(r)
+        old = known.get(base["name"])
+        if _reusable(old, base):
+            rows.append({**old, **base})
+            cached += 1
+        elif base["outcome"] == FAILED:
+            rows.append(base)
+        else:
+            todo.append((r, base))
+    log.info("atlas of %s: %d runs, %d from the cache, %d to measure", path, len(runs), cached, len(todo))
+    it = todo if progress is None else progress(todo, total=len(todo), desc="measuring seeds")
+    for r, base in it:
+        measures = _measure(r, base, batch_size)
+        rows.append({**base, **measures} if measures is not None else {**base, "label": UNMEASURED})
+    for row in rows:
+        row["label"] = label(row)
+    rows.sort(key=_order)
+    df = pd.DataFrame(rows)
+    front = [*CELL, "architecture", *RUN]
+    return df[front + [c for c in df.columns if c not in front]].reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- atlas.md
+
+
+def cell_text(sub) -> str:
+    """``k/t success, mix``: successful seeds of the seeds run, and their labels."""
+    k = int((sub["outcome"] == "success").sum())
+    return f"{k}/{len(sub)} " + mix(sub) if k else f"0/{len(sub)}"
+
+
+def _table(sub) -> list[str]:
+    ds = sorted(int(d) for d in sub["d_token"].unique())
+    lines = ["| n \\ d_token | " + " | ".join(str(d) for d in ds) + " |", "|---" + "|--:" * len(ds) + "|"]
+    for n, row in sub.groupby("n"):
+        cells = {int(d): cell_text(c) for d, c in row.groupby("d_token")}
+        lines.append(f"| {int(n)} | " + " | ".join(cells.get(d, "") for d in ds) + " |")
+    return lines
+
+
+def _numbers_text(numbers: dict) -> str:
+    def fmt(v):
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k}: {fmt(x)}" for k, x in v.items()) + "}"
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    return "; ".join(f"{k}: {fmt(v)}" for k, v in numbers.items())
+
+
+def predictions_markdown(preds: list[dict], shown: int = 10) -> list[str]:
+    """The predictions' table (verdict and numbers), then what refutes each, ``shown`` at most."""
+    lines = ["| prediction | verdict | numbers |", "|---|---|---|"]
+    lines += [f"| **{p['name']}** {p['claim']} | {p['verdict']} | {_numbers_text(p['numbers'])} |"
+              for p in preds]
+    for p in preds:
+        if p["offending"]:
+            more = len(p["offending"]) - shown
+            lines += ["", f"{p['name']} ({p['verdict']}), against it:", ""]
+            lines += [f"- {t}" for t in p["offending"][:shown]]
+            lines += [f"- ... and {more} more (all in `interp atlas --json`)"] if more > 0 else []
+    return lines
+
+
+def markdown(df, preds: list[dict], source: str = "STORE_OR_DIR") -> str:
+    """``atlas.md``: how to regenerate it, a legend, one table per panel, the predictions."""
+    counts = df["outcome"].value_counts()
+    cells = df.groupby(["case", "n_layers", "architecture", "function", "n", "d_token"]).ngroups
+    lines = [
+        "# The mechanism atlas", "",
+        f"Regenerate: `interp atlas {source}` (it measures only the runs `atlas.csv` does not "
+        "hold yet; `--remeasure` measures every run again). Predictions, declared before the "
+        "first run: `experiments/atlas/PREDICTIONS.md`; how each is computed: "
+        "`interp/inspect/atlas_predictions.py`.", "",
+        f"{len(df)} seeds in {cells} cells: {int(counts.get('success', 0))} successful (accuracy "
+        f">= {analysis.SUCCESS:.0%}), {int(counts.get('partial', 0))} partial, "
+        f"{int(counts.get(FAILED, 0))} failed (accuracy < max(2/n, 5%), or training failed).", "",
+        "Each cell: `k/t`, seeds successful of those run, then the successful seeds' mechanisms "
+        "(`interp.inspect.labels.mechanism`): `c` construction, `i` inverted, `m` mirror, `l` "
+        "mlp-lookup, `o` none of these, `?` not measured (no checkpoint), any other label "
+        "written whole; e.g. `4/5 c3 m1`. An empty cell was not run.", "",
+    ]
+    for title, sub in panels(df):
+        lines += [f"## {title}", "", *_table(sub), ""]
+    lines += ["## Predictions", "", *predictions_markdown(preds), ""]
+    return "\n".join(lines)
+
+
+def write_atlas(df, out_dir, *, source: str = "STORE_OR_DIR") -> dict:
+    """Write ``atlas.csv``, ``atlas.md``, ``atlas-success.png`` and ``atlas-mechanism.png`` into
+    ``out_dir``, each whole or not at all; returns their paths (and the predictions under
+    ``"predictions"``)."""
+    from interp.training.files import save_figure, write_file
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    preds = predictions(df)
+    paths = {"table": write_file(out / "atlas.csv", df.to_csv(index=False)),
+             "report": write_file(out / "atlas.md", markdown(df, preds, source))}
+    for name, fig in figures(df).items():
+        paths[name] = save_figure(fig, out / f"{name}.png", dpi=100)
+    return {**paths, "predictions": preds}

@@ -1,0 +1,333 @@
+"""The atlas's pre-registered predictions P1-P9 (``experiments/atlas/PREDICTIONS.md``), computed.
+
+Each prediction is one function of the atlas table (:func:`interp.inspect.atlas.build_atlas`: one
+row per seed with ``case``, ``n``, ``d_token``, ``n_layers``, ``architecture``, ``function``,
+``seed``, ``accuracy``, ``outcome``, ``label`` and the measures) that quotes its definition and
+returns a dict: ``name``, ``claim``, ``verdict`` (one of :data:`VERDICTS`), ``numbers`` (the
+counts and fractions the verdict rests on), ``offending`` (the seeds, cells or rows that refute
+it, listed whatever the verdict) and ``reading`` (how an ambiguous definition was read).
+
+Readings shared by every prediction, the most literal ones:
+
+* "A prediction is untested (not confirmed) when its population is smaller than stated": a
+  population below its stated size gives ``untested`` even when an offending seed is already in
+  it (the seed is still listed under ``offending``). A prediction that states no size is
+  untested only when its population is empty.
+* A grouping names the fields it groups by; the fields it does not name are pooled (e.g. P8's
+  cells are (n, d_token, architecture): the layers are pooled, which changes nothing on either
+  grid, where cases 2-3 run at one layer only).
+* Fractions are compared exactly (:class:`fractions.Fraction`), so 1 of 20 is ">= 5%".
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+VERDICTS = ("confirmed", "refuted", "untested")
+ATTN, MLP = "attention-only", "mlp-4x"  # PREDICTIONS.md's architectures (mlp-4x: the chosen reading)
+PERM, ANY = "permutation", "any"
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def number(v) -> float:
+    """A measure as a float; NaN for None, text or a missing value (a CSV's empty cell)."""
+    if isinstance(v, bool):
+        return float(v)
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return x
+
+
+def flag(v) -> bool:
+    """A boolean measure (``qk_circle``) as True/False, whether it came from :func:`measure`
+    (True, False, None) or back from a CSV ("True", "False", NaN)."""
+    if isinstance(v, str):
+        return v.strip().lower() in ("true", "1", "1.0")
+    x = number(v)
+    return not math.isnan(x) and x != 0
+
+
+def seed_text(r) -> str:
+    """One seed, in words: its cell and seed number."""
+    layers = int(r["n_layers"])
+    return (f"case {int(r['case'])}, n={int(r['n'])}, d_token={int(r['d_token'])}, {layers} "
+            f"layer{'s' if layers > 1 else ''}, {r['architecture']}, {r['function']}, seed {int(r['seed'])}")
+
+
+def successes(df):
+    return df[df["outcome"] == "success"]
+
+
+def _where(df, **fields):
+    """Rows of ``df`` whose fields equal the given values (a tuple: any of its values)."""
+    import numpy as np
+
+    keep = np.ones(len(df), dtype=bool)
+    for k, v in fields.items():
+        keep &= df[k].isin(v if isinstance(v, tuple) else (v,)).to_numpy()
+    return df[keep]
+
+
+def _share(k: int, total: int) -> float:
+    return round(k / total, 4) if total else math.nan
+
+
+def result(name: str, claim: str, verdict: str, numbers: dict, offending=(), reading: str = "") -> dict:
+    assert verdict in VERDICTS, verdict
+    return dict(name=name, claim=claim, verdict=verdict, numbers=numbers,
+                offending=list(offending), reading=reading)
+
+
+# ----------------------------------------------------------------------------- P1-P9
+
+
+def p1(df) -> dict:
+    """P1. "Under ``function="any"`` training no successful seed, of any case, n, width or
+    architecture, is labelled ``inverted``. Refuted by >= 1 such seed. Untested below 30
+    successful ``any`` seeds."
+
+    Population: successful seeds with ``function == "any"``."""
+    pop = successes(_where(df, function=ANY))
+    bad = pop[pop["label"] == "inverted"]
+    verdict = "untested" if len(pop) < 30 else "refuted" if len(bad) else "confirmed"
+    return result("P1", "the inverted mechanism needs f to be a permutation", verdict,
+                  {"successful any seeds": len(pop), "needed": 30, "inverted": len(bad)},
+                  [seed_text(r) for _, r in bad.iterrows()])
+
+
+def p2(df) -> dict:
+    """P2. "Among successful two-layer case-5 attention-only ``permutation`` seeds (all d_token
+    pooled), let s(n) = the fraction labelled ``mirror``, over the n with >= 5 successful seeds.
+    Predicted: s never drops by more than 0.10 from one such n to the next larger, and
+    s(largest) - s(smallest) >= 0.30. Refuted otherwise; untested with fewer than 3 such n."
+
+    "The next larger" is the next larger n among those with >= 5 successful seeds."""
+    pop = successes(_where(df, case=5, n_layers=2, architecture=ATTN, function=PERM))
+    s = {}
+    for n, sub in pop.groupby("n"):
+        if len(sub) >= 5:
+            s[int(n)] = Fraction(int((sub["label"] == "mirror").sum()), len(sub))
+    ns = sorted(s)
+    numbers = {"s(n)": {n: round(float(s[n]), 4) for n in ns},
+               "successful seeds per n": {int(n): len(sub) for n, sub in pop.groupby("n")},
+               "n with >= 5 successes": len(ns), "needed": 3}
+    drops = [(a, b, s[a] - s[b]) for a, b in zip(ns, ns[1:])]
+    bad = [f"n={a} -> n={b}: s drops by {float(d):.3f}" for a, b, d in drops if d > Fraction(1, 10)]
+    if len(ns) >= 2:
+        rise = s[ns[-1]] - s[ns[0]]
+        numbers["s(largest) - s(smallest)"] = round(float(rise), 4)
+        if rise < Fraction(3, 10):
+            bad.append(f"s(n={ns[-1]}) - s(n={ns[0]}) = {float(rise):.3f} < 0.30")
+    verdict = "untested" if len(ns) < 3 else "refuted" if bad else "confirmed"
+    return result("P2", "the mirror's share grows with n", verdict, numbers, bad)
+
+
+def p3(df) -> dict:
+    """P3. "In every slice 'one n >= 5' and every slice 'one d_token' (cases, architectures and
+    functions pooled) with >= 40 successful seeds, fewer than 5% of the successful seeds pass the
+    circle test in QK or OV; likewise over all successful seeds, MLP models included. Refuted by
+    any such slice at >= 5%."
+
+    Readings: "likewise" carries the >= 40 floor to the slice of all successful seeds; a seed
+    passes when ``qk_circle`` or ``ov_circle`` is True; seeds at n < 4 (no circle test: None)
+    stay in the d_token slices and the whole, as seeds that do not pass. Untested when no slice
+    reaches 40 successful seeds."""
+    pop = successes(df)
+    circle = [flag(q) or flag(o) for q, o in zip(pop.get("qk_circle", [None] * len(pop)),
+                                                pop.get("ov_circle", [None] * len(pop)))]
+    pop = pop.assign(_circle=circle)
+    slices = [(f"n={int(n)}", sub) for n, sub in pop.groupby("n") if n >= 5]
+    slices += [(f"d_token={int(d)}", sub) for d, sub in pop.groupby("d_token")]
+    slices.append(("all successful seeds", pop))
+    numbers, bad = {}, []
+    for name, sub in slices:
+        if len(sub) < 40:
+            continue
+        k = int(sub["_circle"].sum())
+        numbers[name] = f"{k}/{len(sub)} ({_share(k, len(sub)):.1%})"
+        if Fraction(k, len(sub)) >= Fraction(5, 100):
+            bad.append(f"{name}: {k} of {len(sub)} pass: "
+                       + "; ".join(seed_text(r) for _, r in sub[sub["_circle"]].iterrows()))
+    numbers = {"slices with >= 40 successful seeds": len(numbers), **numbers}
+    verdict = ("untested" if not numbers["slices with >= 40 successful seeds"] else
+               "refuted" if bad else "confirmed")
+    return result("P3", "circles stay rare", verdict, numbers, bad)
+
+
+def d_min(df, case: int, n: int) -> int:
+    """"d_min(case, n): the smallest d_token of the grid with at least one successful seed
+    (attention-only, ``function="permutation"``); 64 when none succeeds." Layers pooled; a
+    (case, n) never run counts as none succeeding (64)."""
+    ok = successes(_where(df, case=case, n=n, architecture=ATTN, function=PERM))
+    return int(ok["d_token"].min()) if len(ok) else 64
+
+
+def p4(df) -> dict:
+    """P4. "With g(case) = log2 d_min(case, 50) - log2 d_min(case, 5): predicted
+    (g(2) + g(3)) / 2 < (g(1) + g(4)) / 2. Refuted if >=. Untested if fewer than 3 of the 8 d_min
+    values are <= 32." (:func:`d_min`)"""
+    d = {(c, n): d_min(df, c, n) for c in (1, 2, 3, 4) for n in (5, 50)}
+    g = {c: math.log2(d[c, 50]) - math.log2(d[c, 5]) for c in (1, 2, 3, 4)}
+    left, right = (g[2] + g[3]) / 2, (g[1] + g[4]) / 2
+    known = sum(v <= 32 for v in d.values())
+    runs = {f"case {c}, n={n}": len(_where(df, case=c, n=n, architecture=ATTN, function=PERM))
+            for c, n in d}
+    numbers = {"d_min": {f"case {c}, n={n}": v for (c, n), v in d.items()},
+               "g": {f"case {c}": round(v, 4) for c, v in g.items()},
+               "(g(2)+g(3))/2": round(left, 4), "(g(1)+g(4))/2": round(right, 4),
+               "d_min <= 32": known, "needed": 3, "runs behind each d_min": runs}
+    verdict = "untested" if known < 3 else "confirmed" if left < right else "refuted"
+    bad = ([f"(g(2)+g(3))/2 = {left:.3f} >= (g(1)+g(4))/2 = {right:.3f}"]
+           if known >= 3 and left >= right else [])
+    return result("P4", "cases 2-3 need width more slowly than cases 1 and 4", verdict, numbers, bad)
+
+
+def p5(df) -> dict:
+    """P5. "No one-layer attention-only case-5 seed passes 76%. At every n and d_token of the
+    grid (``permutation``). Refuted by one seed above 76%."
+
+    Population: every one-layer attention-only case-5 ``permutation`` seed, whatever its
+    outcome; "above 76%" is accuracy > 0.76. No size stated: untested only when empty."""
+    pop = _where(df, case=5, n_layers=1, architecture=ATTN, function=PERM)
+    acc = pop["accuracy"].astype(float)
+    bad = pop[acc > 0.76]
+    verdict = "untested" if not len(pop) else "refuted" if len(bad) else "confirmed"
+    return result("P5", "no one-layer attention-only case-5 seed passes 76%", verdict,
+                  {"seeds": len(pop), "max accuracy": round(float(acc.max()), 4) if len(pop) else math.nan,
+                   "above 0.76": len(bad)},
+                  [f"{seed_text(r)}: accuracy {float(r['accuracy']):.4f}" for _, r in bad.iterrows()])
+
+
+def _combine(*verdicts: str) -> str:
+    if "refuted" in verdicts:
+        return "refuted"
+    return "confirmed" if all(v == "confirmed" for v in verdicts) else "untested"
+
+
+def p6(df) -> dict:
+    """P6. "(a) No one-layer ``mlp-4x`` case-5 seed succeeds at d_token < 2n + 2 (Theorem 3.5's
+    embedding dimension). Refuted by one such success. (b) Every successful one-layer ``mlp-4x``
+    case-5 seed at n >= 5 has final-position attention entropy >= 0.5 (1 = uniform) and
+    MLP-ablation accuracy <= chance + 10 points. Refuted by one seed outside either; untested
+    below 3 successful seeds."
+
+    Readings: functions pooled (none named); chance = 1/n, so (b) asks ``acc_mean_mlp`` <= 1/n +
+    0.10; the entropy is ``attn_entropy`` where the table has it, else ``entropy`` (the last
+    layer's final query, normalised: the same number for one layer). (a) is untested when no
+    such seed was run; (b) is untested when a seed lacks either measure (not measured is not
+    outside). P6 is refuted if (a) or (b) is, confirmed if both are, else untested."""
+    pop = _where(df, case=5, n_layers=1, architecture=MLP)
+    narrow = pop[pop["d_token"] < 2 * pop["n"] + 2]
+    bad_a = successes(narrow)
+    verdict_a = "untested" if not len(narrow) else "refuted" if len(bad_a) else "confirmed"
+    wide = successes(pop[pop["n"] >= 5])
+    bad_b, missing = [], 0
+    for _, r in wide.iterrows():
+        ent = number(r.get("attn_entropy"))
+        ent = number(r.get("entropy")) if math.isnan(ent) else ent
+        ablated = number(r.get("acc_mean_mlp"))
+        if ent < 0.5 or ablated > 1 / int(r["n"]) + 0.10:
+            bad_b.append(f"{seed_text(r)}: entropy {ent:.3f}, MLP mean-ablated accuracy {ablated:.3f}")
+        elif math.isnan(ent) or math.isnan(ablated):
+            missing += 1
+    verdict_b = ("untested" if len(wide) < 3 else "refuted" if bad_b else
+                 "untested" if missing else "confirmed")
+    numbers = {"(a) verdict": verdict_a, "(a) seeds at d_token < 2n+2": len(narrow),
+               "(a) successes there": len(bad_a), "(b) verdict": verdict_b,
+               "(b) successful seeds at n >= 5": len(wide), "(b) needed": 3,
+               "(b) outside": len(bad_b), "(b) without a measure": missing}
+    offending = [f"(a) {seed_text(r)}" for _, r in bad_a.iterrows()] + [f"(b) {t}" for t in bad_b]
+    return result("P6", "one-layer case 5 needs Theorem 3.5's width, and its successes spread attention",
+                  _combine(verdict_a, verdict_b), numbers, offending)
+
+
+def p7(df) -> dict:
+    """P7. "Among successful one-layer ``mlp-4x`` seeds of cases 1-4, >= 80% are labelled
+    ``construction`` or ``inverted``, and >= 80% keep >= 90% accuracy with the MLP mean-ablated.
+    Refuted if either share is below 80%; untested below 10 successful seeds."
+
+    Readings: functions pooled (none named); "keep >= 90%" is ``acc_mean_mlp`` >= 0.90. The
+    second share is untested (not refuted) while a seed lacks ``acc_mean_mlp``, unless the
+    seeds that have it already put the share below 80% whatever the others hold."""
+    pop = successes(_where(df, case=(1, 2, 3, 4), n_layers=1, architecture=MLP))
+    named = pop["label"].isin(("construction", "inverted"))
+    ablated = [number(v) for v in pop.get("acc_mean_mlp", [None] * len(pop))]
+    keep = sum(a >= 0.90 for a in ablated)
+    missing = sum(math.isnan(a) for a in ablated)
+    total = len(pop)
+    label_low = total and Fraction(int(named.sum()), total) < Fraction(4, 5)
+    keep_low = total and Fraction(keep + missing, total) < Fraction(4, 5)  # even if all missing keep
+    keep_ok = total and not missing and Fraction(keep, total) >= Fraction(4, 5)
+    numbers = {"successful seeds": total, "needed": 10,
+               "construction or inverted": f"{int(named.sum())} ({_share(int(named.sum()), total)})",
+               "keep >= 0.90 with the MLP mean-ablated": f"{keep} ({_share(keep, total)})",
+               "without acc_mean_mlp": missing}
+    bad = [f"{seed_text(r)}: label {r['label']}" for (_, r), ok in zip(pop.iterrows(), named) if not ok]
+    bad += [f"{seed_text(r)}: MLP mean-ablated accuracy {a:.3f}" for (_, r), a in zip(pop.iterrows(), ablated)
+            if a < 0.90]
+    verdict = ("untested" if total < 10 else "refuted" if label_low or keep_low else
+               "confirmed" if keep_ok else "untested")
+    return result("P7", "in cases 1-4 the attention does the lookup, MLP or not", verdict, numbers, bad)
+
+
+def p8(df) -> dict:
+    """P8. "For every (n, d_token, architecture) where both are run (``permutation``), the
+    numbers of successful seeds (of 5) differ by at most 1 in >= 90% of cells. Refuted below
+    90%."
+
+    Readings: cells keyed by (n, d_token, architecture), layers pooled; the counts are compared
+    whatever the number of seeds stored; no size stated: untested only with no such cell."""
+    pop = _where(df, case=(2, 3), function=PERM)
+    cells, bad = 0, []
+    for (n, d, arch), sub in pop.groupby(["n", "d_token", "architecture"]):
+        two, three = sub[sub["case"] == 2], sub[sub["case"] == 3]
+        if not len(two) or not len(three):
+            continue
+        cells += 1
+        k2, k3 = len(successes(two)), len(successes(three))
+        if abs(k2 - k3) > 1:
+            bad.append(f"n={int(n)}, d_token={int(d)}, {arch}: case 2 {k2}/{len(two)}, "
+                       f"case 3 {k3}/{len(three)}")
+    within = cells - len(bad)
+    verdict = ("untested" if not cells else
+               "confirmed" if Fraction(within, cells) >= Fraction(9, 10) else "refuted")
+    return result("P8", "cases 2 and 3 are one learning problem", verdict,
+                  {"cells run in both": cells, "within 1": within, "share": _share(within, cells)}, bad)
+
+
+def p9(df) -> dict:
+    """P9. "For every (case 1-4, n, architecture, function) row with a successful seed, the
+    d_token with a successful seed form an upward-closed set of the grid's widths. Refuted if
+    more than 10% of such rows break it."
+
+    Readings: "the grid's widths" of a row are the d_token run in that row (mlp-4x rows run
+    4-32, the core's rows stop at 32); layers pooled; untested with no such row."""
+    pop = _where(df, case=(1, 2, 3, 4))
+    rows, bad = 0, []
+    for (case, n, arch, function), sub in pop.groupby(["case", "n", "architecture", "function"]):
+        won = sorted({int(d) for d in successes(sub)["d_token"]})
+        if not won:
+            continue
+        rows += 1
+        above = [int(d) for d in sorted(sub["d_token"].unique()) if d >= won[0]]
+        if above != won:
+            bad.append(f"case {int(case)}, n={int(n)}, {arch}, {function}: successes at d_token "
+                       f"{won}, run at {above} from {won[0]} up")
+    verdict = ("untested" if not rows else
+               "refuted" if Fraction(len(bad), rows) > Fraction(1, 10) else "confirmed")
+    return result("P9", "up to d_token 64, width does not hurt cases 1-4", verdict,
+                  {"rows with a success": rows, "not upward-closed": len(bad),
+                   "share broken": _share(len(bad), rows)}, bad)
+
+
+PREDICTIONS = (p1, p2, p3, p4, p5, p6, p7, p8, p9)
+
+
+def predictions(df) -> list[dict]:
+    """Every prediction of ``PREDICTIONS.md`` on the atlas table ``df``, P1 to P9."""
+    return [p(df) for p in PREDICTIONS]

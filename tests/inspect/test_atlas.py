@@ -1,0 +1,226 @@
+"""The atlas on a sweep trained here (one row per run, the store's accuracy, measures only where
+they should be, the cache), its architecture names, and its figures read off the Figure objects.
+
+References: the store's own rows (:func:`interp.sweeps.store.read`), the outcome thresholds of
+PREDICTIONS.md written out here, :func:`interp.inspect.analysis.measure` called directly on the
+checkpoint, and success fractions and step lines computed by hand from hand-made tables.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from interp.inspect import analysis, atlas, atlas_figures, labels
+from interp.sweeps import driver as sweeps, store
+from interp.training import checkpoints
+
+# case 1 at n = 3 and lr 0.01 learns in ~60 steps in some seeds and not in others (a partial
+# and two successes); case 5 at n = 3 with 60-100 steps does not: failed or partial seeds
+TINY = """
+from interp.sweeps import Layout
+from interp.training.trainer import TrainConfig
+
+common = dict(n=3, pos_embed="learned", batch_size=128, eval_batches=4, init="pytorch", curve_every=20)
+CONFIGS = (
+    [TrainConfig(case=1, d_token=8, lr=0.01, max_steps=300, seed=s, **common) for s in (0, 1, 2)]
+    + [TrainConfig(case=5, d_token=8, n_layers=2, max_steps=60, seed=s, **common) for s in (0, 1)]
+    + [TrainConfig(case=5, d_token=4, d_mlp=16, max_steps=100, seed=0, **common)]
+)
+LAYOUT = Layout(rows=("case", "n_layers"), column="d_token", title="atlas test")
+"""
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("atlas") / "tiny"
+    folder.mkdir()
+    (folder / "configs.py").write_text(textwrap.dedent(TINY))
+    sweeps.run_sweep(sweeps.load(folder))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def built(sweep_dir):
+    return atlas.build_atlas(sweep_dir, batch_size=64)
+
+
+def expected_outcome(acc: float, n: int) -> str:
+    """PREDICTIONS.md: success >= 99%, failed below max(2/n, 5%), partial otherwise."""
+    return "success" if acc >= 0.99 else "failed" if acc < max(2 / n, 0.05) else "partial"
+
+
+def test_one_row_per_run_with_the_stores_accuracy_and_cell(sweep_dir, built):
+    runs = store.read(sweep_dir / "results" / "store.sqlite").set_index("name")
+    assert sorted(built["name"]) == sorted(runs.index) and len(built) == 6
+    for _, r in built.iterrows():
+        s = runs.loc[r["name"]]
+        assert r["accuracy"] == s["accuracy"] and r["steps"] == s["steps"]
+        assert (r["case"], r["n"], r["d_token"], r["n_layers"], r["d_mlp"], r["seed"]) == (
+            s["case"], s["n"], s["d_token"], s["n_layers"], s.get("d_mlp", 0), s["seed"])
+        assert r["outcome"] == expected_outcome(r["accuracy"], r["n"])
+        assert r["architecture"] == ("attention-only" if s.get("d_mlp", 0) == 0 else "mlp-4x")
+    # the sweep is what the comment says: something to measure, something not to
+    assert "success" in set(built.outcome) and "failed" in set(built.outcome), built.outcome.tolist()
+
+
+def test_failed_seeds_are_not_measured_and_the_others_carry_measure_and_their_label(sweep_dir, built):
+    runs = store.read(sweep_dir / "results" / "store.sqlite").set_index("name")
+    for _, r in built.iterrows():
+        if r["outcome"] == "failed":
+            assert r["label"] == "failed" and np.isnan(r["acc"]) and np.isnan(r["qk_diag"])
+            continue
+        model = checkpoints.load(runs.loc[r["name"], "checkpoint"])
+        direct = analysis.measure(model, case=int(r["case"]), n=int(r["n"]), batch_size=64)
+        for k in ("acc", "acc_any", "mass", "qk_diag", "ov_diag", "follow"):
+            assert r[k] == pytest.approx(direct[k], abs=1e-12), k
+        assert r["label"] == labels.mechanism(direct) and r["label"] in labels.MECHANISMS
+
+
+@pytest.mark.parametrize("case, d_token, d_mlp, mlp, layers, name", [
+    (1, 8, 0, "every", 1, "attention-only"),
+    (5, 4, 16, "every", 1, "mlp-4x"),       # d_model = d_token
+    (3, 4, 32, "every", 1, "mlp-4x"),       # d_model = 2 d_token in cases 2-3
+    (3, 4, 16, "every", 1, "mlp-2x"),
+    (1, 8, 20, "every", 1, "mlp-20"),       # not a whole multiple: the width itself
+    (5, 8, 32, "last", 2, "mlp-4x-last"),
+    (5, 8, 32, "last", 1, "mlp-4x"),        # one layer: "last" is "every"
+])
+def test_architecture_names_by_rule(case, d_token, d_mlp, mlp, layers, name):
+    assert atlas.architecture(case, d_token, d_mlp, mlp, layers) == name
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """The names of the runs :func:`analysis.measure` is called for, measuring for real."""
+    seen = []
+    real = analysis.measure
+
+    def counting(model, **kw):
+        seen.append((kw["case"], kw["n"]))
+        return real(model, **kw)
+
+    monkeypatch.setattr(analysis, "measure", counting)
+    return seen
+
+
+def test_the_cache_lends_known_rows_and_measures_only_the_rest(built, sweep_dir, tmp_path, counted):
+    atlas.write_atlas(built, tmp_path)
+    cache = tmp_path / "atlas.csv"
+    again = atlas.build_atlas(sweep_dir, batch_size=64, cache=cache)
+    assert counted == []  # every run known
+    cols = ["name", "accuracy", "outcome", "label", "acc", "qk_diag", "follow"]
+    pd.testing.assert_frame_equal(again[cols], built[cols], check_dtype=False)
+    measured = built[built.outcome != "failed"]
+    assert len(measured) >= 2
+    # one measured run missing from the cache (a run that landed since) and one whose stored
+    # accuracy no longer matches: only those two are measured
+    table = pd.read_csv(cache)
+    table = table[table.name != measured.name.iloc[0]]
+    table.loc[table.name == measured.name.iloc[-1], "accuracy"] = 0.5
+    table.to_csv(cache, index=False)
+    third = atlas.build_atlas(sweep_dir, batch_size=64, cache=cache)
+    assert len(counted) == 2
+    pd.testing.assert_frame_equal(third[cols], built[cols], check_dtype=False)
+
+
+def test_a_file_that_is_no_atlas_table_is_refused(sweep_dir, tmp_path):
+    (tmp_path / "atlas.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="is not an atlas table"):
+        atlas.build_atlas(sweep_dir, cache=tmp_path / "atlas.csv")
+    with pytest.raises(ValueError, match="no results store"):
+        atlas.build_atlas(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="batch_size=0"):
+        atlas.build_atlas(sweep_dir, batch_size=0)
+
+
+# ----------------------------------------------------------------------------- figures, atlas.md
+
+
+def _rows(case, layers, arch, cells):
+    """Atlas rows: ``cells`` maps (n, d_token) to a list of (outcome, label) per seed."""
+    out = []
+    for (n, d), seeds in cells.items():
+        for seed, (outcome, label) in enumerate(seeds):
+            out.append(dict(case=case, n=n, d_token=d, n_layers=layers, architecture=arch,
+                            function="permutation", seed=seed, outcome=outcome, label=label,
+                            accuracy=1.0 if outcome == "success" else 0.0))
+    return out
+
+
+S, F = ("success", "construction"), ("failed", "failed")
+HAND = pd.DataFrame(
+    _rows(1, 1, "attention-only", {(3, 2): [F, F], (3, 4): [S, ("success", "inverted"), F],
+                                   (10, 4): [S, S], (10, 8): [S, ("success", "none")]})
+    + _rows(5, 1, "mlp-4x", {(3, 4): [F], (3, 8): [S], (5, 4): [F], (5, 8): [F], (5, 16): [S]}))
+
+
+def _panels(fig):
+    return [ax for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]
+
+
+def test_figures_have_titled_panels_labelled_axes_and_the_cells_values():
+    figs = atlas_figures.figures(HAND)
+    assert set(figs) == {"atlas-success", "atlas-mechanism"}
+    for name, fig in figs.items():
+        assert "Atlas" in fig._suptitle.get_text()
+        panels = _panels(fig)
+        assert [ax.get_title() for ax in panels] == ["case 1, 1 layer, attention-only, permutation",
+                                                     "case 5, 1 layer, mlp-4x, permutation"], name
+        for ax in panels:
+            assert (ax.get_xlabel(), ax.get_ylabel()) == ("d_token", "n")
+        first, second = panels
+        assert [t.get_text() for t in first.get_xticklabels()] == ["2", "4", "8"]
+        assert [t.get_text() for t in first.get_yticklabels()] == ["3", "10"]
+        assert [t.get_text() for t in second.get_xticklabels()] == ["4", "8", "16"]
+    success = _panels(figs["atlas-success"])[0].images[0].get_array()
+    expected = np.ma.masked_invalid([[0, 2 / 3, np.nan], [np.nan, 1, 1]])
+    assert (success.mask == expected.mask).all()
+    assert np.allclose(success.filled(-1), expected.filled(-1))
+    texts = sorted(t.get_text() for t in _panels(figs["atlas-success"])[0].texts)
+    assert texts == ["0/2", "2/2", "2/2", "2/3"]
+    mech = _panels(figs["atlas-mechanism"])[0]
+    assert sorted(t.get_text() for t in mech.texts) == ["-", "c1 i1", "c1 o1", "c2"]
+    legend = [t.get_text() for t in figs["atlas-mechanism"].legends[0].get_texts()]
+    assert {"construction", "inverted", "mirror", "none", "no successful seed"} <= set(legend)
+    order = list(atlas_figures.COLOURS) + [atlas_figures.NO_SUCCESS]
+    codes = mech.images[0].get_array()  # the tie c1 i1 goes to construction, listed first
+    assert [order[int(codes[0, 0])], order[int(codes[0, 1])], order[int(codes[1, 2])]] == [
+        "no successful seed", "construction", "construction"]
+
+
+def test_theorem_35_line_steps_at_2n_plus_2():
+    fig = atlas_figures.figures(HAND)["atlas-success"]
+    _, mlp = _panels(fig)
+    (line,) = mlp.lines
+    # n = 3: 2n + 2 = 8 -> column 1 (d_token 8); n = 5: 12 -> column 2 (16)
+    assert list(line.get_xdata()) == [0.5, 0.5, 1.5, 1.5]
+    assert list(line.get_ydata()) == [-0.5, 0.5, 0.5, 1.5]
+    assert "Theorem 3.5: d_token >= 2n + 2" in [t.get_text() for t in fig.legends[0].get_texts()]
+    # PREDICTIONS.md, P6(a): below the line "n = 3: d_token 4; n = 5: 4, 8; n = 10: 4-16; n = 20:
+    # every core width"
+    least = atlas_figures.theory_line(5, 1, "mlp-4x")[1]
+    below = {n: [d for d in (4, 8, 16, 32) if d < least(n)] for n in (3, 5, 10, 20)}
+    assert below == {3: [4], 5: [4, 8], 10: [4, 8, 16], 20: [4, 8, 16, 32]}
+    assert atlas_figures.theory_line(5, 1, "attention-only") is None  # Theorem 3.6: no line
+    # d_token = 2n + 2 itself is on the enough side (P6(a) refutes only d_token < 2n + 2)
+    edge = pd.DataFrame(_rows(5, 1, "mlp-4x", {(5, 11): [S], (5, 12): [S]}))
+    (line,) = _panels(atlas_figures.success_figure(edge))[0].lines
+    assert list(line.get_xdata()) == [0.5, 0.5]
+
+
+def test_write_atlas_files_and_markdown(tmp_path, assert_drawn):
+    paths = atlas.write_atlas(HAND, tmp_path, source="experiments/atlas/results")
+    for name in ("atlas.csv", "atlas.md", "atlas-success.png", "atlas-mechanism.png"):
+        assert (tmp_path / name).is_file()
+    assert_drawn(tmp_path / "atlas-success.png")
+    md = (tmp_path / "atlas.md").read_text()
+    assert "`interp atlas experiments/atlas/results`" in md
+    assert "| 3 | 0/2 | 2/3 c1 i1 |  |" in md and "| 10 |  | 2/2 c2 | 2/2 c1 o1 |" in md
+    assert "## case 5, 1 layer, mlp-4x, permutation" in md
+    for p in paths["predictions"]:
+        assert f"| **{p['name']}** {p['claim']} | {p['verdict']} |" in md
+    assert len(pd.read_csv(tmp_path / "atlas.csv")) == len(HAND)
