@@ -13,13 +13,19 @@ With no flags it runs a quick but real pipeline (a few minutes on 2 cores), writ
    (:func:`interp.inspect.analysis.pipeline_step`) -> ``results/analysis.md`` (+ ``.csv``,
    ``-violins.png``) and ``results/attention.html``: the best successful seed of each mechanism
    (construction-like, inverted, mirror), side by side and labelled;
-5. ``explore``: the sweep explorer (:mod:`interp.inspect.explore`) -> ``results/explore/index.html``:
+5. ``atlas``: the small atlas sweep ``experiments/atlas/demo`` (2 cases x n in {3, 5} x d_token in
+   {4, 8}, 3 seeds) trained into ``results/atlas/store.sqlite``, its mechanism atlas
+   (:func:`interp.inspect.atlas.write_atlas`: ``atlas.csv``, ``atlas.md``, the phase diagrams) and
+   its explorer page with the atlas view -> ``results/atlas/explore/index.html``;
+6. ``explore``: the sweep explorer (:mod:`interp.inspect.explore`) -> ``results/explore/index.html``:
    every seed's mechanism, attention on several inputs, circuits and probes, offline.
 
 ``--full`` verifies with the full plan (n up to 1000) and trains and reports the paper's
 Tables 1 and 2 (``experiments/table1``, ``experiments/table2``) into their own folders
 (``experiments/tableN/results/store.sqlite``, ``experiments/tableN/report.md``,
-``violins.png``). Every sweep resumes: a rerun trains only what is missing.
+``violins.png``), and still the demo atlas. With ``--sweep DIR`` the atlas step builds the
+atlas of each sweep given instead (no extra training), and its explorer page shows it. Every
+sweep resumes: a rerun trains only what is missing, and the atlas measures only new seeds.
 
 Extending. :data:`STEPS` is the pipeline: a list of :class:`Step` (name, help, function of a
 :class:`Context`). A later step (e.g. an interpretability analysis of the trained checkpoints)
@@ -43,6 +49,7 @@ from interp.training.files import write_file
 #: directory (``make run`` runs in the repository root); ``--experiments DIR`` names another.
 EXPERIMENTS = Path("experiments")
 DEMO_NAME, FULL_NAMES = "demo", ("table1", "table2")
+ATLAS_DEMO = Path("atlas") / "demo"  # under EXPERIMENTS
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,7 @@ class Context:
     workers: int
     sweeps: list[SweepJob]
     progress: bool = True
+    atlas: list[SweepJob] = field(default_factory=list)  # sweeps whose mechanism atlas is built
     outputs: dict[str, dict] = field(default_factory=dict)
 
     def say(self, text: str) -> None:
@@ -113,25 +121,26 @@ def verify_step(ctx: Context) -> dict:
     return dict(checks=len(rows), exact=len(rows) - len(wrong), file=str(path))
 
 
-def train_step(ctx: Context) -> dict:
-    """Train every sweep of the context (resumes: finished runs are skipped)."""
+def _train(ctx: Context, job: SweepJob) -> tuple[str, dict]:
+    """Train one sweep into its store (resumes); its name and summary."""
     from interp.cli.sweep import format_summary, progress_callbacks
     from interp.sweeps import store as store_mod
     from interp.sweeps import driver as sweeps
 
-    out = {}
-    for job in ctx.sweeps:
-        sweep = sweeps.load(job.folder)
-        with store_mod.Store(job.store) as db:
-            todo = sum(len(g) for g in sweeps.plan(sweep.configs, db.statuses()))
-        bar, on_start, on_run = progress_callbacks(
-            todo, f"train {sweep.name}", disable=not ctx.progress)
-        with bar:
-            summary = sweeps.run_sweep(sweep, store=job.store, workers=ctx.workers,
-                                       on_start=on_start, on_run=on_run)
-        ctx.say(format_summary(summary))
-        out[sweep.name] = summary.to_dict()
-    return out
+    sweep = sweeps.load(job.folder)
+    with store_mod.Store(job.store) as db:
+        todo = sum(len(g) for g in sweeps.plan(sweep.configs, db.statuses()))
+    bar, on_start, on_run = progress_callbacks(todo, f"train {sweep.name}", disable=not ctx.progress)
+    with bar:
+        summary = sweeps.run_sweep(sweep, store=job.store, workers=ctx.workers,
+                                   on_start=on_start, on_run=on_run)
+    ctx.say(format_summary(summary))
+    return sweep.name, summary.to_dict()
+
+
+def train_step(ctx: Context) -> dict:
+    """Train every sweep of the context (resumes: finished runs are skipped)."""
+    return dict(_train(ctx, job) for job in ctx.sweeps)
 
 
 def report_step(ctx: Context) -> dict:
@@ -155,6 +164,36 @@ def analyze_step(ctx: Context) -> dict:
     return analysis.pipeline_step(ctx)
 
 
+def atlas_step(ctx: Context) -> dict:
+    """Each atlas sweep: trained unless it is one of the context's sweeps (those are trained
+    already), its atlas written beside its report (:func:`interp.inspect.atlas.write_atlas`,
+    reusing the rows of an earlier ``atlas.csv``), and, for a sweep of its own, its explorer
+    page with the atlas view (the explore step writes the other sweeps' pages, which find it)."""
+    from functools import partial
+
+    from tqdm import tqdm
+
+    from interp.inspect import atlas, explore
+
+    out = {}
+    for job in ctx.atlas:
+        own = job not in ctx.sweeps
+        trained = _train(ctx, job)[1]["trained"] if own else 0
+        if not Path(job.store).is_file():
+            continue
+        ctx.say(f"atlas: {job.folder}")
+        bar = partial(tqdm, file=sys.stderr, dynamic_ncols=True) if ctx.progress else None
+        df = atlas.build_atlas(job.store, cache=Path(job.report) / "atlas.csv", progress=bar)
+        written = atlas.write_atlas(df, job.report, source=str(job.store))
+        page = Path(job.report) / "explore" / explore.INDEX
+        if own:
+            page = explore.write_explorer(job.store, page.parent, atlas=written["table"])
+        cells = df.groupby(["case", "n_layers", "architecture", "function", "n", "d_token"]).ngroups
+        out[str(job.folder)] = dict(trained=trained, seeds=len(df), cells=cells, page=str(page),
+                                    table=str(written["table"]), report=str(written["report"]))
+    return out
+
+
 def explore_step(ctx: Context) -> dict:
     """The sweep explorer of each sweep (:func:`interp.inspect.explore.write_explorer`)."""
     from interp.inspect import explore
@@ -173,6 +212,8 @@ STEPS: list[Step] = [
     Step("train", "train the sweeps (resumable)", train_step),
     Step("report", "render tables and violins", report_step),
     Step("analyze", "do successful seeds recover the construction? (probes, attention)", analyze_step),
+    Step("atlas", "the mechanism atlas of a small grid (or of --sweep's) and its explorer page",
+         atlas_step),
     Step("explore", "write the sweep explorer page (every seed's mechanism and views)", explore_step),
 ]
 
@@ -201,6 +242,15 @@ def default_jobs(full: bool, out: Path, folders: list[Path] | None = None,
     return [SweepJob(experiments / DEMO_NAME, out / "store.sqlite", out)]
 
 
+def atlas_jobs(out: Path, folders: list[Path] | None = None,
+               experiments: Path = EXPERIMENTS) -> list[SweepJob]:
+    """The sweeps the atlas step maps: the given folders (trained by the train step), else the
+    small atlas demo, trained into ``out/atlas``."""
+    if folders:
+        return default_jobs(False, out, folders, experiments)
+    return [SweepJob(experiments / ATLAS_DEMO, out / "atlas" / "store.sqlite", out / "atlas")]
+
+
 def run_pipeline(ctx: Context, steps: list[str] | None = None) -> dict:
     """Run the chosen steps (default: all of :data:`STEPS`) and return their outputs."""
     names = [s.name for s in STEPS]
@@ -208,7 +258,7 @@ def run_pipeline(ctx: Context, steps: list[str] | None = None) -> dict:
     bad = [s for s in chosen if s not in names]
     if bad:
         raise ValueError(f"--steps {bad[0]!r}; accepted: {names}")
-    for job in ctx.sweeps:  # every sweep must load before any work starts
+    for job in [*ctx.sweeps, *(ctx.atlas if "atlas" in chosen else ())]:  # all load before any work
         from interp.sweeps import driver as sweeps
 
         sweeps.load(job.folder)
@@ -236,8 +286,8 @@ def add_arguments(p) -> None:
     p.add_argument("--sweep", action="append", metavar="DIR",
                    help="train and report this sweep folder instead (repeatable)")
     p.add_argument("--experiments", default=str(EXPERIMENTS), metavar="DIR",
-                   help="the repository's experiments folder holding demo/, table1/, table2/ "
-                        "(default: ./experiments)")
+                   help="the repository's experiments folder holding demo/, atlas/demo/, table1/, "
+                        "table2/ (default: ./experiments)")
     p.add_argument("--steps", nargs="+", metavar="STEP",
                    help="run only these steps (default: all, in order)")
     p.add_argument("--json", action="store_true", help="print the step record as JSON")
@@ -253,7 +303,8 @@ def run(args) -> int:
         raise ValueError(f"{demo} is missing: `interp run` needs the repository's experiments folder "
                          "(run it in the repository root, or pass --experiments DIR)")
     ctx = Context(out=out, full=args.full, workers=args.workers,
-                  sweeps=default_jobs(args.full, out, args.sweep, experiments))
+                  sweeps=default_jobs(args.full, out, args.sweep, experiments),
+                  atlas=atlas_jobs(out, args.sweep, experiments))
     start = time.perf_counter()
     try:
         record = run_pipeline(ctx, args.steps)
@@ -269,4 +320,7 @@ def run(args) -> int:
         print(f"  {name:<8} {r['seconds']:>7.1f} s")
     for name, r in record.get("report", {}).get("output", {}).items():
         print(f"  {name}: {r['runs']}/{r['declared']} runs -> {r['markdown']}, {r['violins']}")
+    for name, r in record.get("atlas", {}).get("output", {}).items():
+        print(f"  atlas of {name}: {r['seeds']} seeds in {r['cells']} cells -> {r['report']}; "
+              f"open {r['page']} for the atlas view")
     return 0

@@ -19,6 +19,7 @@ and ``n=`` are optional and checked against the model's.
 * :mod:`~interp.inspect.geometry` - the circle test of QK/OV read through the scores, calibrated on a null.
 * :mod:`~interp.inspect.notebook` - circuitsvis views in Jupyter, the script once per session.
 * :mod:`~interp.inspect.explore` - the sweep explorer: one offline HTML page of a sweep's seeds.
+* :mod:`~interp.inspect.explore_atlas` - the explorer's atlas view: the atlas as clickable grids.
 * :mod:`~interp.inspect.curves` - loss curves drawn: one run, or a store's cells as small multiples.
 * :mod:`~interp.inspect.atlas` - the mechanism atlas: one row per seed (cell, outcome, measures,
   label), ``atlas.md``; :mod:`~interp.inspect.atlas_predictions` - its pre-registered

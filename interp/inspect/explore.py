@@ -33,6 +33,11 @@ shown instead. Seeds are listed by group in numeric order
 (:func:`interp.inspect.labels.sort_by_group`). A seed's circuitsvis views render
 (``renderViews``, :func:`interp.inspect.viz.html_page`) only when its "show all" button opens
 them, so a sweep of many seeds opens quickly and a seed fits a screen.
+
+When the sweep has a mechanism atlas (``interp atlas``'s ``atlas.csv``: ``atlas=PATH``, or one
+found in or beside ``DIR``, in the sweep folder or beside the store), the page also has an
+"Atlas" section (:mod:`interp.inspect.explore_atlas`): its phase diagrams as clickable grids,
+a cell listing its seeds with links to their views here. Without one the page is unchanged.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ import math
 import re
 from pathlib import Path
 
-from interp.inspect import analysis, circuits, curves, hooks, labels, viz
+from interp.inspect import analysis, circuits, curves, explore_atlas, hooks, labels, viz
 from interp.training.files import save_figure, write_file
 
 log = logging.getLogger(__name__)
@@ -145,14 +150,15 @@ def runs(store_path, where: dict | None = None):
 
 
 def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: int = 3,
-                   batch_size: int = 256, progress=None) -> Path:
+                   batch_size: int = 256, progress=None, atlas=None) -> Path:
     """Write the explorer of the module docstring into ``out_dir``; returns ``index.html``.
 
     ``store_path``: a sweep folder or a store file (:func:`interp.inspect.analysis.find_store`);
     ``inputs``: sampled inputs per attention view; ``batch_size``: inputs per measure. Bad
     arguments and empty stores raise ValueError before anything is measured or written.
     ``progress``: a wrapper ``progress(iterable, total=, desc=)`` (e.g. ``tqdm.tqdm``) that
-    shows the seeds as they are measured; None: quiet.
+    shows the seeds as they are measured; None: quiet. ``atlas``: the ``atlas.csv`` to show
+    (default: one found as the module docstring says; a file that is no atlas table raises).
     """
     import pandas as pd
 
@@ -163,6 +169,7 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
         raise ValueError(f"batch_size={batch_size!r}; accepted: a positive integer")
     df = runs(store_path, where)
     out = Path(out_dir)
+    found = explore_atlas.load(store_path, out, atlas, names=df["name"])  # before any work
     (out / "seeds").mkdir(parents=True, exist_ok=True)
     viz.write_circuitsvis_script(out)
     rows, sections, skipped = [], [], {}
@@ -184,6 +191,8 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
         sections.append(_seed_section(row, model, out, inputs, _loss_curve(r)))
         rows.append(row)
     table = pd.DataFrame(rows)
+    atlas_html = "" if found is None else explore_atlas.section(
+        found[1], found[0], {r["name"]: r["id"] for r in rows})
     path = analysis.find_store(store_path)
     title = f"Sweep explorer: {analysis.sweep_name(df, path)}"  # whatever form the path took
     body = (f"{_STYLE}<h1>{html.escape(title)}</h1>\n<p>store <code>{html.escape(str(path))}"
@@ -191,11 +200,12 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
             + _skipped(skipped))
     if len(table):
         body += (f"<p>{len(table)} seeds in {table.group.nunique()} config(s); choose a seed below "
-                 "or click a row.</p>\n" + _legend() + _sweep_table(table) + _selector(table)
+                 "or click a row.</p>\n" + _legend() + atlas_html + _sweep_table(table) + _selector(table)
                  + _sweep_figures(table, out) + "".join(sections))
     else:
-        body += "<p>No run of this store could be shown (see above).</p>\n"
-    page = viz.html_page(title, body, script_src=viz.CIRCUITSVIS_JS, js=_JS, render_on_load=False)
+        body += "<p>No run of this store could be shown (see above).</p>\n" + atlas_html
+    page = viz.html_page(title, body, script_src=viz.CIRCUITSVIS_JS, render_on_load=False,
+                         js=_JS + (explore_atlas.JS if atlas_html else ""))
     index = write_file(out / INDEX, page)
     log.info("explorer of %d seeds written to %s (%d skipped)", len(table), index, len(skipped))
     return index

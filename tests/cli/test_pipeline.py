@@ -7,12 +7,14 @@
   value and, without positions, attention sees only the multiset {f(0), ..., f(n-1)}, which
   is the same set [n] for every permutation; so no model can beat 1/n. We check <= 1/n + 0.02
   (the test set has 25,600 inputs: 0.02 is about ten standard errors).
-* The pipeline end to end on a tiny sweep: verify, train, report files, the step record,
-  resume, and the extension hook.
+* The pipeline end to end on a tiny sweep: verify, train, report files, the atlas and the
+  explorer page that shows it, the step record, resume, and the extension hook; without
+  ``--sweep`` the atlas step maps the small grid of ``experiments/atlas/demo``.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import textwrap
@@ -29,6 +31,7 @@ from interp.sweeps import store, driver as sweeps
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "experiments" / "demo"
+STEPS = ["verify", "train", "report", "analyze", "atlas", "explore"]
 
 
 def _fresh_accuracy(model, config, batches: int = 20) -> float:
@@ -104,18 +107,28 @@ def test_interp_run_end_to_end_and_resume(tiny, tmp_path, capsys, monkeypatch):
     args = ["run", "--sweep", str(tiny), "--out", str(out), "--workers", "1"]
     assert cli.main(args) == 0
     printed = capsys.readouterr()
-    for i, step in enumerate(["verify", "train", "report", "analyze", "explore"], 1):
-        assert f"[{i}/5] {step}" in printed.err
+    for i, step in enumerate(STEPS, 1):
+        assert f"[{i}/{len(STEPS)}] {step}" in printed.err
     assert "pipeline done" in printed.out
     verify_md = (out / "verify.md").read_text()
     assert "15 of 15 checks exact" in verify_md
     record = json.loads((out / "pipeline.json").read_text())
-    assert list(record) == ["verify", "train", "report", "analyze", "explore"]
+    assert list(record) == STEPS
     assert (tiny / "explore" / "index.html").is_file() and (tiny / "explore" / "circuitsvis.js").is_file()
     assert record["train"]["output"]["tiny"]["trained"] == 4
     assert "4 of 4 runs are in the store" in (tiny / "report.md").read_text()
     assert (tiny / "violins.png").read_bytes()[:4] == b"\x89PNG"
-    assert len(store.read(tiny / "results" / "store.sqlite")) == 4
+    stored = store.read(tiny / "results" / "store.sqlite")
+    assert len(stored) == 4
+    # the atlas of the sweep given (no extra training), and its explorer page shows it
+    atlas = record["atlas"]["output"][str(tiny)]
+    assert (atlas["trained"], atlas["seeds"], atlas["cells"]) == (0, 4, 2)
+    with open(tiny / "atlas.csv", newline="") as f:
+        assert sorted(r["name"] for r in csv.DictReader(f)) == sorted(stored["name"])
+    page = (tiny / "explore" / "index.html").read_text()
+    assert atlas["page"] == str(tiny / "explore" / "index.html") and '<section id="atlas">' in page
+    assert page.count('class="atlas-cell"') == 2  # case 1 and case 3 at n = 5, d_token 4
+    assert f"open {atlas['page']} for the atlas view" in printed.out
 
     calls = []
     monkeypatch.setattr(training, "train_group", lambda cs, **kw: calls.append(cs))
@@ -136,7 +149,7 @@ def test_steps_are_extensible(tiny, tmp_path, monkeypatch):
 
     pipeline.add_step(pipeline.Step("summarise", "count what is in", summarise), after="report")
     assert [s.name for s in pipeline.STEPS] == ["verify", "train", "report", "summarise", "analyze",
-                                                "explore"]
+                                                "atlas", "explore"]
     with pytest.raises(ValueError, match="exists already"):
         pipeline.add_step(pipeline.Step("train", "again", summarise))
     ctx = pipeline.Context(out=tmp_path / "o", full=False, workers=1, progress=False,
@@ -155,3 +168,17 @@ def test_bad_input_fails_before_work(tiny, tmp_path, capsys, monkeypatch):
     assert "does not exist" in capsys.readouterr().err
     assert cli.main(["run", "--workers", "0"]) == 2
     assert calls == [] and not (tmp_path / "o").exists()
+
+
+def test_the_atlas_step_maps_the_small_demo_grid_by_default(tmp_path):
+    jobs = pipeline.atlas_jobs(tmp_path, None, REPO / "experiments")
+    assert jobs == [pipeline.SweepJob(REPO / "experiments" / "atlas" / "demo",
+                                      tmp_path / "atlas" / "store.sqlite", tmp_path / "atlas")]
+    sw = sweeps.load(jobs[0].folder)
+    cells = {(c.case, c.n, c.d_token, c.n_layers) for c in sw.configs}
+    assert cells == {(case, n, d, 1) for case in (1, 3) for n in (3, 5) for d in (4, 8)}
+    assert len(sw.configs) == 3 * len(cells)  # 3 seeds: a success fraction to colour
+    # small: at most 1,500 steps of batches of 256 for each of the 24 runs
+    assert all(c.max_steps <= 1500 and c.batch_size <= 256 and c.d_mlp == 0 for c in sw.configs)
+    tiny = [tmp_path / "tiny"]
+    assert pipeline.atlas_jobs(tmp_path, tiny) == pipeline.default_jobs(False, tmp_path, tiny)
