@@ -17,7 +17,8 @@ and ``n=`` are optional and checked against the model's.
   the written answers of the sweep reports.
 * :mod:`~interp.inspect.viz` - circuitsvis HTML (offline) and matplotlib figures.
 * :mod:`~interp.inspect.geometry` - the circle test of QK/OV read through the scores, calibrated on a null.
-* :mod:`~interp.inspect.notebook` - circuitsvis views in Jupyter, the script once per session.
+* :mod:`~interp.inspect.notebook` - circuitsvis views in Jupyter, the script once per session,
+  each with a small PNG beside it (what a code host shows).
 * :mod:`~interp.inspect.explore` - the sweep explorer: one offline HTML page of a sweep's seeds.
 * :mod:`~interp.inspect.explore_atlas` - the explorer's atlas view: the atlas as clickable grids.
 * :mod:`~interp.inspect.curves` - loss curves drawn: one run, or a store's cells as small multiples.
