@@ -2,6 +2,7 @@
 
     .venv/bin/python experiments/readings/screen/score.py            # scores.md and seeds.csv
     .venv/bin/python experiments/readings/screen/score.py --check    # exit 1 if scores.md is stale
+    .venv/bin/python experiments/readings/screen/score.py --plateau f01   # plateau-f01.md (needs the store)
 
 Per combination and screening cell: max and mean accuracy over its finished seeds against the
 paper's max and avg; **W** = comparisons within 5 points (split into maxima and means), **D** =
@@ -67,16 +68,23 @@ def screened_rows() -> list[dict]:
 
         df = store.read(STORE)
         done = {} if df.empty else {r["name"]: r for _, r in df[df.status == "ok"].iterrows()}
-        for name in design.combinations():
+        for name in names():
             for c in design.configs(name):
                 if (r := done.get(c.name())) is not None:
                     saved[(name, c.name())] = dict(
                         combination=name, case=c.case, n=c.n, n_layers=c.n_layers, pos_embed=c.pos_embed,
                         d_token=c.d_token, seed=c.seed, accuracy_pct=repr(100 * float(r.accuracy)),
                         steps=int(r.steps), run=c.name())
-    order = list(design.combinations())
+    order = names()
     return sorted(saved.values(), key=lambda r: (order.index(r["combination"]), design.SCREENING.index(_cell(r)),
                                                  int(r["seed"])))
+
+
+def names() -> list[str]:
+    """The fraction's combinations, then every folder written with levels.csv (the anchors'
+    reruns ``a-none``, ``a-every-4d``; composed ``c1``, ``c2``), in name order."""
+    written = sorted(p.parent.name for p in HERE.glob("*/levels.csv"))
+    return list(design.combinations()) + [n for n in written if n not in design.combinations()]
 
 
 def _read_csv(path: Path) -> list[dict]:
@@ -135,7 +143,7 @@ def changed(name: str) -> int:
     """Factors off their defaults (the MLP counts unless it is the incumbent every-4d)."""
     if name in ANCHORS:
         return int(name != "every-4d")
-    levels, mlp = design.combinations()[name]
+    levels, mlp = design._declared(name)
     return sum(v == 1 for v in levels.values()) + int(mlp != "every-4d")
 
 
@@ -205,30 +213,33 @@ def main_effects(scores: dict) -> list[str]:
 
 def render() -> str:
     rows = screened_rows()
+    bad = drift(rows)
     seeds = {**anchor_seeds(), **by_cell(rows)}
     scores = {name: score(s) for name, s in seeds.items()}
-    table = [dict(name=n, within=s["within"] if not s["missing"] else -1, mean_abs_diff=s["mean_abs_diff"],
-                  changed=changed(n)) for n, s in scores.items()]
+    # after drift the committed anchors are not comparable (DESIGN.md section 3): listed, not ranked
+    stale = {"none", "every-4d"} if bad else set()
+    table = [dict(name=n, within=s["within"] if not s["missing"] and n not in stale else -1,
+                  mean_abs_diff=s["mean_abs_diff"], changed=changed(n)) for n, s in scores.items()]
     lines = ["# The screen scored on its 14 screening cells", "",
              "Written by `.venv/bin/python experiments/readings/screen/score.py` (DESIGN.md sections 5-7) "
              "from the study's store and its committed `seeds.csv`; anchors from committed files "
              "(`none`: experiments/bench/tables-cpu reports; `every-4d`, `every-2048`: "
-             "experiments/readings/seeds.csv). Ranked by the declared order; a combination with cells "
-             "missing is listed last, with the cells it has.", "",
+             "experiments/readings/seeds.csv; `a-none`, `a-every-4d`: the same anchors retrained in this "
+             "store). Ranked by the declared order; a combination with cells missing (or a committed "
+             "anchor after drift) is listed last, unranked, with the cells it has.", "",
              "| rank | combination | levels A U O R I P S K | MLP | W (max + mean) of 28 | D | cells missing |",
              "|--:|---|---|---|--:|--:|--:|"]
-    combos = design.combinations()
     for i, t in enumerate(design.rank(table), 1):
         s, name = scores[t["name"]], t["name"]
-        if name in combos:
-            lv, mlp = combos[name]
-            levels = " ".join("+" if lv[k] == 1 else "-" for k in design.LETTERS)
+        if name in ANCHORS:
+            levels, mlp = "- " * 7 + "-", name + (" (committed; not comparable: drift)" if name in stale else
+                                                  " (committed)")
         else:
-            levels, mlp = "- " * 7 + "-", name
-        lines.append(f"| {i if not s['missing'] else '-'} | {name} | {levels} | {mlp} | "
+            lv, mlp = design._declared(name)
+            levels = " ".join("+" if lv[k] == 1 else "-" for k in design.LETTERS)
+        lines.append(f"| {i if t['within'] >= 0 else '-'} | {name} | {levels} | {mlp} | "
                      f"{s['within']} ({s['wmax']} + {s['wmean']}) of {s['comparisons']} | {s['mean_abs_diff']:.2f} | "
                      f"{s['missing']} |")
-    bad = drift(rows)
     f01 = sum(1 for r in rows if r["combination"] == "f01" and int(r["n_layers"]) == 1)
     lines += ["", "## Drift check", "",
               f"f01's one-layer seeds found: {f01} of 45; differing from seeds.csv by more than "
@@ -238,8 +249,55 @@ def render() -> str:
     return "\n".join(lines)
 
 
+def plateau(name: str) -> str:
+    """Issue 28 item 4 (DESIGN.md section 7): for ``name``'s screening cells more than 5 points
+    short of the paper's max, the first logged step at which each seed's training loss falls
+    below 0.9 ln n (``experiments/budget/budget.py``'s rule), against the paper's 10,000.
+    Needs the store (the curves are not in seeds.csv)."""
+    sys.path.insert(0, str(HERE.parents[1] / "budget"))
+    from budget import PLATEAU, left_plateau
+
+    from interp.sweeps import store
+
+    if name not in design.combinations() and not (HERE / name / "levels.csv").is_file():
+        raise SystemExit(f"combination {name!r}: not one of {list(design.combinations())} or a written folder")
+    if not STORE.is_file():
+        raise SystemExit(f"no store at {STORE.relative_to(HERE.parents[2])}: run the combination first")
+    df = store.read(STORE)
+    runs = {r["name"]: r for _, r in df[df.status == "ok"].iterrows()} if not df.empty else {}
+    p = paper()
+    lines = [f"# When {name}'s short seeds leave the chance plateau", "",
+             f"Written by `.venv/bin/python experiments/readings/screen/score.py --plateau {name}`: for each "
+             "screening cell whose max is more than 5 points below the paper's, each seed's first logged "
+             f"step with training loss < {PLATEAU} ln n (never: the run ended on the plateau), of at most "
+             "10,000 steps (the paper's budget).", "",
+             "| cell (case, n, layers, PE, d_token) | paper max | ours max | seed: accuracy %, step left |",
+             "|---|--:|--:|---|"]
+    by_cell: dict[tuple, list] = {}
+    for c in design.configs(name):
+        if (r := runs.get(c.name())) is not None:
+            by_cell.setdefault((c.case, c.n, c.n_layers, c.pos_embed, c.d_token), []).append((c, r))
+    for cell in design.SCREENING:
+        got = by_cell.get(cell, [])
+        if len(got) < len(design.SEEDS):
+            continue
+        mx = max(100 * float(r.accuracy) for _, r in got)
+        if p[cell][0] - mx <= 5:
+            continue
+        seeds = "; ".join(f"{c.seed}: {100 * float(r.accuracy):.2f}, "
+                          f"{left_plateau(r.curve or [], c.n) or 'never'}" for c, r in got)
+        lines.append(f"| {cell} | {p[cell][0]:.2f} | {mx:.2f} | {seeds} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "--plateau" in argv:
+        name = argv[argv.index("--plateau") + 1] if len(argv) > argv.index("--plateau") + 1 else ""
+        text = plateau(name)
+        (HERE / f"plateau-{name}.md").write_text(text)
+        print(text)
+        return 0
     text = render()
     if "--check" in argv:
         same = (HERE / "scores.md").is_file() and (HERE / "scores.md").read_text() == text
