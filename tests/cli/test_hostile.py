@@ -171,6 +171,9 @@ VALID = {
     "unembed_bias": lambda x: isinstance(x, bool),
     "W_O": lambda x: isinstance(x, str) and x in ("free", "identity"),
     "residual": lambda x: isinstance(x, str) and x in ("stream", "embed"),
+    "pos_init": lambda x: isinstance(x, str) and x in ("drawn", "zero"),  # "zero" needs a learned W_pos
+    "embed_scale": lambda x: isinstance(x, str) and x in ("1", "sqrt_d_model"),
+    "key_order": lambda x: isinstance(x, str) and x in ("sequence", "batch"),  # "batch": cases 3, 5 only
 }
 FIELDS = [f.name for f in dataclasses.fields(TrainConfig)]
 BASE = dict(case=1, n=5, d_token=2)
