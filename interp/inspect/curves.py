@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
 from pathlib import Path
 
 #: panels per row of the small multiples, at most
@@ -258,8 +259,8 @@ def report_figure(sweep, store_path):
             if _drawable(r):
                 draw_run(ax, r, color[r["seed"]])
         _axes_labels(ax, (cell[0]["config"].get("stop_loss", 0.01) if cell else 0))
-        ax.set_title(", ".join([*(f"{f} {v}" for f, v in zip(layout.rows, rk)),
-                                f"{layout.column} {ck}"]), fontsize=8)
+        ax.set_title(textwrap.fill(", ".join([*(f"{f} {v}" for f, v in zip(layout.rows, rk)),
+                                              f"{layout.column} {ck}"]), 36), fontsize=8)  # no overlap
         for label in (ax.xaxis.label, ax.yaxis.label):
             label.set_fontsize(7)
         ax.tick_params(which="both", labelsize=7)

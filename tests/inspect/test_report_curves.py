@@ -94,7 +94,7 @@ def test_one_panel_per_cell_one_line_per_seed_and_the_stop_step_marked(sweep, tm
     fig = caught[FIGURE]
     assert "tiny" in fig.get_suptitle()
     axes = [ax for ax in fig.axes if ax.get_visible()]
-    assert [ax.get_title() for ax in axes] == [f"case 3, pos_embed {pe}, d_token {d}" for pe, d in PANELS]
+    assert [ax.get_title().replace("\n", " ") for ax in axes] == [f"case 3, pos_embed {pe}, d_token {d}" for pe, d in PANELS]
     cells, markers, colour = stored(sweep / "results" / "store.sqlite"), set(), {}
     for ax, cell in zip(axes, PANELS):
         runs = cells[cell]
