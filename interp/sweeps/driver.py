@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from interp.training import progress
+from interp.training import machine, progress
 from interp.sweeps import store as store_mod
 from interp.sweeps.folders import (  # noqa: F401 - re-exported: configs.py files import Layout from here
     CONFIGS_FILE, PAPER_FILE, Layout, Sweep, group_key,
@@ -143,6 +143,10 @@ def environment(workers: int = 1, threads: int | None = None, backend: str = "lo
         "torch": torch.__version__,
         "python": platform.python_version(),
         "machine": platform.machine(),
+        # the CPU and MKL's branch decide a run's summation order, hence its bits: over 10,000
+        # steps two CPUs can give one config different accuracies (readings/screen/DESIGN.md, 9)
+        "cpu_model": machine.cpu_model(),
+        "mkl_branch": machine.mkl_branch(),
         "MKL_CBWR": os.environ.get("MKL_CBWR"),
         "device": device,
         "gpu": torch.cuda.get_device_name(device) if device != "cpu" else None,

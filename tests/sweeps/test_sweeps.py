@@ -213,6 +213,10 @@ def test_sweep_stores_runs_and_resume_trains_only_what_is_missing(tmp_path, call
     for text in log["environment"]:  # the machine's load at both ends of each invocation
         env = json.loads(text)
         assert env["device"] == "cpu" and len(env["load_average"]) == len(env["load_average_end"]) == 3
+        cpuinfo = Path("/proc/cpuinfo")  # the CPU, read here independently of interp
+        if cpuinfo.is_file() and "model name" in cpuinfo.read_text():
+            model = next(ln for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name"))
+            assert env["cpu_model"] == model.split(":", 1)[1].strip()
     assert (df["cpu_seconds"] > 0).all()  # process CPU seconds beside wall seconds, per run
 
     for c in sw.configs:  # each row matches its config and its checkpoint
