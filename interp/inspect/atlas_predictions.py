@@ -43,6 +43,13 @@ def number(v) -> float:
     return x
 
 
+def has_value(v) -> bool:
+    """Whether a boolean measure holds a result (True/False, also as CSV text), not None/NaN."""
+    if isinstance(v, str):
+        return v.strip().lower() in ("true", "false", "1", "0", "1.0", "0.0")
+    return not math.isnan(number(v))
+
+
 def flag(v) -> bool:
     """A boolean measure (``qk_circle``) as True/False, whether it came from :func:`measure`
     (True, False, None) or back from a CSV ("True", "False", NaN)."""
@@ -61,6 +68,13 @@ def seed_text(r) -> str:
 
 def successes(df):
     return df[df["outcome"] == "success"]
+
+
+def labelled(pop):
+    """The seeds of ``pop`` that were measured (a successful seed without its checkpoint is
+    labelled ``unmeasured``: it cannot count for or against a mechanism), and how many were not."""
+    measured = pop[pop["label"] != "unmeasured"]
+    return measured, len(pop) - len(measured)
 
 
 def _where(df, **fields):
@@ -91,12 +105,13 @@ def p1(df) -> dict:
     architecture, is labelled ``inverted``. Refuted by >= 1 such seed. Untested below 30
     successful ``any`` seeds."
 
-    Population: successful seeds with ``function == "any"``."""
-    pop = successes(_where(df, function=ANY))
+    Population: successful seeds with ``function == "any"``, measured (:func:`labelled`)."""
+    pop, unmeasured = labelled(successes(_where(df, function=ANY)))
     bad = pop[pop["label"] == "inverted"]
     verdict = "untested" if len(pop) < 30 else "refuted" if len(bad) else "confirmed"
     return result("P1", "the inverted mechanism needs f to be a permutation", verdict,
-                  {"successful any seeds": len(pop), "needed": 30, "inverted": len(bad)},
+                  {"successful any seeds": len(pop), "needed": 30, "inverted": len(bad),
+                   "unmeasured (left out)": unmeasured},
                   [seed_text(r) for _, r in bad.iterrows()])
 
 
@@ -107,7 +122,7 @@ def p2(df) -> dict:
     s(largest) - s(smallest) >= 0.30. Refuted otherwise; untested with fewer than 3 such n."
 
     "The next larger" is the next larger n among those with >= 5 successful seeds."""
-    pop = successes(_where(df, case=5, n_layers=2, architecture=ATTN, function=PERM))
+    pop, unmeasured = labelled(successes(_where(df, case=5, n_layers=2, architecture=ATTN, function=PERM)))
     s = {}
     for n, sub in pop.groupby("n"):
         if len(sub) >= 5:
@@ -115,7 +130,7 @@ def p2(df) -> dict:
     ns = sorted(s)
     numbers = {"s(n)": {n: round(float(s[n]), 4) for n in ns},
                "successful seeds per n": {int(n): len(sub) for n, sub in pop.groupby("n")},
-               "n with >= 5 successes": len(ns), "needed": 3}
+               "n with >= 5 successes": len(ns), "needed": 3, "unmeasured (left out)": unmeasured}
     drops = [(a, b, s[a] - s[b]) for a, b in zip(ns, ns[1:])]
     bad = [f"n={a} -> n={b}: s drops by {float(d):.3f}" for a, b, d in drops if d > Fraction(1, 10)]
     if len(ns) >= 2:
@@ -134,13 +149,15 @@ def p3(df) -> dict:
     any such slice at >= 5%."
 
     Readings: "likewise" carries the >= 40 floor to the slice of all successful seeds; a seed
-    passes when ``qk_circle`` or ``ov_circle`` is True; seeds at n < 4 (no circle test: None)
-    stay in the d_token slices and the whole, as seeds that do not pass. Untested when no slice
-    reaches 40 successful seeds."""
+    passes when ``qk_circle`` or ``ov_circle`` is True. A seed without a circle test (n < 4,
+    where the Definitions say the test does not apply, or unmeasured) is in no slice: counting it
+    as not passing would dilute the share. Untested when no slice reaches 40 tested seeds."""
     pop = successes(df)
-    circle = [flag(q) or flag(o) for q, o in zip(pop.get("qk_circle", [None] * len(pop)),
-                                                pop.get("ov_circle", [None] * len(pop)))]
-    pop = pop.assign(_circle=circle)
+    qk, ov = (pop.get(c, [None] * len(pop)) for c in ("qk_circle", "ov_circle"))
+    tested = [has_value(q) or has_value(o) for q, o in zip(qk, ov)]
+    circle = [flag(q) or flag(o) for q, o in zip(qk, ov)]
+    untested_seeds = len(pop) - sum(tested)
+    pop = pop.assign(_circle=circle)[tested]
     slices = [(f"n={int(n)}", sub) for n, sub in pop.groupby("n") if n >= 5]
     slices += [(f"d_token={int(d)}", sub) for d, sub in pop.groupby("d_token")]
     slices.append(("all successful seeds", pop))
@@ -153,7 +170,8 @@ def p3(df) -> dict:
         if Fraction(k, len(sub)) >= Fraction(5, 100):
             bad.append(f"{name}: {k} of {len(sub)} pass: "
                        + "; ".join(seed_text(r) for _, r in sub[sub["_circle"]].iterrows()))
-    numbers = {"slices with >= 40 successful seeds": len(numbers), **numbers}
+    numbers = {"slices with >= 40 successful seeds": len(numbers), **numbers,
+               "successful seeds without a circle test (left out)": untested_seeds}
     verdict = ("untested" if not numbers["slices with >= 40 successful seeds"] else
                "refuted" if bad else "confirmed")
     return result("P3", "circles stay rare", verdict, numbers, bad)
@@ -161,9 +179,11 @@ def p3(df) -> dict:
 
 def d_min(df, case: int, n: int) -> int:
     """"d_min(case, n): the smallest d_token of the grid with at least one successful seed
-    (attention-only, ``function="permutation"``); 64 when none succeeds." Layers pooled; a
-    (case, n) never run counts as none succeeding (64)."""
-    ok = successes(_where(df, case=case, n=n, architecture=ATTN, function=PERM))
+    (attention-only, ``function="permutation"``); 64 when none succeeds." One layer: P4's
+    grounds are one-layer widths (Table 1; the core grid runs cases 1-4 at one layer only), and
+    the full grid's two-layer case 4 would otherwise lower d_min(4, n) with another model. A
+    (case, n) never run counts as none succeeding (64). (Reading fixed before any atlas run.)"""
+    ok = successes(_where(df, case=case, n=n, n_layers=1, architecture=ATTN, function=PERM))
     return int(ok["d_token"].min()) if len(ok) else 64
 
 
@@ -254,7 +274,7 @@ def p7(df) -> dict:
     Readings: functions pooled (none named); "keep >= 90%" is ``acc_mean_mlp`` >= 0.90. The
     second share is untested (not refuted) while a seed lacks ``acc_mean_mlp``, unless the
     seeds that have it already put the share below 80% whatever the others hold."""
-    pop = successes(_where(df, case=(1, 2, 3, 4), n_layers=1, architecture=MLP))
+    pop, unmeasured = labelled(successes(_where(df, case=(1, 2, 3, 4), n_layers=1, architecture=MLP)))
     named = pop["label"].isin(("construction", "inverted"))
     ablated = [number(v) for v in pop.get("acc_mean_mlp", [None] * len(pop))]
     keep = sum(a >= 0.90 for a in ablated)
@@ -266,7 +286,7 @@ def p7(df) -> dict:
     numbers = {"successful seeds": total, "needed": 10,
                "construction or inverted": f"{int(named.sum())} ({_share(int(named.sum()), total)})",
                "keep >= 0.90 with the MLP mean-ablated": f"{keep} ({_share(keep, total)})",
-               "without acc_mean_mlp": missing}
+               "without acc_mean_mlp": missing, "unmeasured (left out)": unmeasured}
     bad = [f"{seed_text(r)}: label {r['label']}" for (_, r), ok in zip(pop.iterrows(), named) if not ok]
     bad += [f"{seed_text(r)}: MLP mean-ablated accuracy {a:.3f}" for (_, r), a in zip(pop.iterrows(), ablated)
             if a < 0.90]
@@ -306,10 +326,12 @@ def p9(df) -> dict:
     more than 10% of such rows break it."
 
     Readings: "the grid's widths" of a row are the d_token run in that row (mlp-4x rows run
-    4-32, the core's rows stop at 32); layers pooled; untested with no such row."""
+    4-32, the core's rows stop at 32); a row is also one depth (the full grid's two-layer case 4
+    is another model, so its widths are not merged with one layer's; the core grid has one
+    layer only: the same rows either way); untested with no such row. (Fixed before any run.)"""
     pop = _where(df, case=(1, 2, 3, 4))
     rows, bad = 0, []
-    for (case, n, arch, function), sub in pop.groupby(["case", "n", "architecture", "function"]):
+    for (case, n, _, arch, function), sub in pop.groupby(["case", "n", "n_layers", "architecture", "function"]):
         won = sorted({int(d) for d in successes(sub)["d_token"]})
         if not won:
             continue

@@ -255,3 +255,41 @@ def test_predictions_returns_p1_to_p9_with_a_verdict_each():
     out = ap.predictions(table([seed()]))
     assert [p["name"] for p in out] == [f"P{i}" for i in range(1, 10)]
     assert all(p["verdict"] in ap.VERDICTS and isinstance(p["numbers"], dict) for p in out)
+
+
+# ----------------------------------------------------------------------------- readings fixed on review
+
+
+def test_unmeasured_successes_count_neither_for_nor_against_a_mechanism():
+    """A successful seed without its checkpoint (label "unmeasured", no measures) is left out:
+    40 of them would otherwise confirm P1 and P3, and refute P7."""
+    unmeasured_any = [seed(function="any", n=10 + i % 3, label="unmeasured") for i in range(40)]
+    r = ap.p1(table(unmeasured_any))
+    assert r["verdict"] == "untested" and r["numbers"]["unmeasured (left out)"] == 40
+    assert ap.p3(table(unmeasured_any))["verdict"] == "untested"  # no circle test to count
+    mlp = [seed(case=1, architecture=MLP, acc_mean_mlp=0.99) for _ in range(10)]
+    assert ap.p7(table(mlp + [seed(case=2, architecture=MLP, label="unmeasured")] * 10))["verdict"] == "confirmed"
+
+
+def test_p3_leaves_out_seeds_without_a_circle_test():
+    """n = 3 has no circle test (None): 3 circles among the d_token 32 slice's 42 tested seeds
+    are 7.1%, refuted, though with its 20 untested seeds counted it would read 3/62 = 4.8%."""
+    tested = [seed(n=5 + i % 2, d_token=32, qk_circle=i < 3, ov_circle=False) for i in range(42)]
+    no_test = [seed(n=3, d_token=32, qk_circle=None, ov_circle=None) for _ in range(20)]
+    many = [seed(n=20, d_token=8, qk_circle=False, ov_circle=False) for _ in range(40)]
+    r = ap.p3(table(tested + no_test + many))
+    assert r["verdict"] == "refuted" and r["numbers"]["successful seeds without a circle test (left out)"] == 20
+    assert r["numbers"]["d_token=32"].startswith("3/42")
+    assert ap.p3(table([dict(s, qk_circle="False") for s in tested] + many))["verdict"] == "confirmed"  # CSV text
+
+
+def test_p4_and_p9_keep_one_and_two_layers_apart():
+    """The full grid runs case 4 at two layers too: another model, not more widths of one."""
+    two = [seed(case=4, n=50, d_token=2, n_layers=2)]
+    one = [seed(case=4, n=50, d_token=d, outcome="failed", label="failed") for d in (2, 4, 8, 16, 32)]
+    assert ap.d_min(table(one + two), 4, 50) == 64
+    closed_one = [seed(case=4, n=10, d_token=d, outcome="success" if d >= 16 else "failed") for d in (4, 8, 16, 32)]
+    closed_two = [seed(case=4, n=10, n_layers=2, d_token=d, outcome="success" if d in (4, 8) else "failed")
+                  for d in (4, 8, 16)]  # not closed on its own: 4, 8 succeed, 16 fails
+    r = ap.p9(table(closed_one + closed_two))
+    assert r["numbers"]["rows with a success"] == 2 and r["numbers"]["not upward-closed"] == 1
