@@ -182,6 +182,9 @@ def test_p6_a_and_b():
     assert r["numbers"]["(b) verdict"] == "untested" and r["verdict"] == "untested"
     # no seed at d_token < 2n + 2: (a) untested
     assert ap.p6(table(good))["numbers"]["(a) verdict"] == "untested"
+    # (a) is one-layer mlp-4x only: narrow successes of two layers or attention-only do not refute
+    others = [mlp5(d_token=8, n_layers=2, **GOOD), dict(mlp5(d_token=8, **GOOD), architecture=ATTN)]
+    assert ap.p6(table(good + [narrow_failed] + others))["verdict"] == "confirmed"
 
 
 # ----------------------------------------------------------------------------- P7
@@ -194,7 +197,8 @@ def mlp14(label="construction", kept=0.95, case=1):
 def test_p7_confirmed_refuted_untested():
     ok = [mlp14(case=1 + i % 4) for i in range(6)] + [mlp14(label="inverted")] * 2
     rows = ok + [mlp14(label="none", kept=0.5)] * 2  # 8 of 10 on both counts: 80%
-    outside = [seed(case=5, architecture=MLP, label="none", acc_mean_mlp=0.1), seed(label="none")]
+    outside = [seed(case=5, architecture=MLP, label="none", acc_mean_mlp=0.1), seed(label="none"),
+               seed(case=4, n_layers=2, architecture=MLP, label="none", acc_mean_mlp=0.1)]  # two layers
     assert ap.p7(table(rows + outside))["verdict"] == "confirmed"
     assert ap.p7(table(ok[:7] + [mlp14(label="none")] * 3))["verdict"] == "refuted"  # labels 7/10
     assert ap.p7(table(ok[:7] + [mlp14(kept=0.89)] * 3))["verdict"] == "refuted"  # kept 7/10
