@@ -101,3 +101,22 @@ def test_drift_flags_a_seed_more_than_half_a_point_from_seeds_csv():
     flagged = score.drift(rows)
     assert len(flagged) == 1 and runs[1]["run"] in flagged[0]
     assert math.isfinite(float(runs[0]["accuracy_pct"]))
+
+
+def test_both_blocks_add_the_seven_interaction_chains_and_the_declared_margin(monkeypatch):
+    rows = design.block(1) + design.block(2)
+    combos = {f"f{i + 1:02d}": (r, design.FRACTION_MLP) for i, r in enumerate(rows)}
+    monkeypatch.setattr(design, "combinations", lambda: combos)
+    cells = {c: (50.0, 40.0) for c in design.SCREENING}
+    scores = {n: dict(missing=0, within=10 + 3 * lv["A"] * lv["U"], mean_abs_diff=20.0, cells=cells)
+              for n, (lv, _) in combos.items()}
+    text = "\n".join(score.main_effects(scores))
+    assert "Lenth over 15 contrasts, t(0.975, 15/3)" in text and "resolution IV" in text
+    assert "| AU = OI = RS = PK | interaction chain | +6.00 * | +0.00 |" in text
+    assert "| A | `attn_bias`: True / False | +0.00 |" in text and "| K | `key_order`" in text
+    from scipy import stats
+    assert float(stats.t.ppf(0.975, 15 / 3)) == pytest.approx(2.571, abs=1e-3)  # DESIGN.md's number
+    scores.pop("f16")  # block 2 short of one combination: block 1's analysis alone
+    assert "Over block 1 alone (resolution III)" in score.main_effects(scores)[0]
+    scores.pop("f01")  # no complete block: no effects yet
+    assert score.main_effects(scores)[0].startswith("No main effects yet")

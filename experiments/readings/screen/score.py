@@ -13,10 +13,11 @@ missing, so a combination is complete at 28 comparisons. Then:
 * the **drift check**: ``f01``'s 9 one-layer cells are the same runs (same names) as mlp-4x's;
   every seed is compared with ``experiments/readings/seeds.csv`` (more than 0.5 points apart on
   any seed: the anchors are not comparable);
-* the **main effects** of the complete fraction rows: for each factor the mean W (and D, and each
-  cell's max and mean) over its ``+`` rows minus its ``-`` rows; active when |effect| exceeds
-  Lenth's margin of error, t(0.975, m/3) x PSE over the m contrasts of the rows present (block 1:
-  7 contrasts, resolution III, each main effect aliased as ``design.alias_chains`` prints).
+* the **main effects** over complete blocks (:func:`main_effects`): for each factor (and, with
+  both blocks, each of the 7 interaction chains) the mean W (and D, and each cell's max and mean)
+  over its ``+`` rows minus its ``-`` rows; active when |effect| exceeds Lenth's margin of error,
+  t(0.975, m/3) x PSE over the m contrasts (both blocks: 15, t = 2.571 as declared; block 1
+  alone: 7, resolution III, each main effect aliased as ``design.alias_chains`` prints).
 
 Anchors of block M (DESIGN.md section 3), read from committed files: ``none`` = attention-only
 (experiments/bench/tables-cpu reports), ``every-4d`` = mlp-4x and ``every-2048`` = torch-encoder
@@ -173,41 +174,59 @@ def lenth(effects: list[float]) -> tuple[float, float]:
 
 
 def main_effects(scores: dict) -> list[str]:
-    """The factors' effects on W, D and each cell's max/mean, over the complete fraction rows."""
-    rows = {name: levels for name, (levels, mlp) in design.combinations().items()
-            if mlp == design.FRACTION_MLP and scores.get(name, {}).get("missing") == 0}
-    if len(rows) < 2:
-        return ["No main effects yet: fewer than two complete combinations of the fraction."]
-    letters = [k for k in design.LETTERS if len({lv[k] for lv in rows.values()}) == 2]
+    """The factors' effects on W, D and each cell's max/mean (DESIGN.md section 7), over complete
+    blocks only: block 1 alone (8 rows, resolution III, 7 contrasts: its main effects, each
+    aliased as printed) or both blocks (16 rows, resolution IV, 15 contrasts: 8 main effects and
+    the 7 chains of aliased two-factor interactions). Active: |effect| > Lenth's margin,
+    t(0.975, m/3) x PSE over the m contrasts (m = 15: t(0.975, 5) = 2.571, as declared; block 1
+    alone, where DESIGN.md declares no margin: m = 7 by the same formula)."""
+    combos = design.combinations()
+    one = [f"f{i:02d}" for i in range(1, 9)]
+    both = one + [f"f{i:02d}" for i in range(9, 17)]
+    complete = {n for n in both if scores.get(n, {}).get("missing") == 0}
+    if set(both) <= complete:
+        rows, label = both, "both blocks (resolution IV)"
+    elif set(one) <= complete:
+        rows, label = one, "block 1 alone (resolution III)"
+    else:
+        return [f"No main effects yet: they are computed over complete blocks; block 1 has "
+                f"{len(complete & set(one))} of 8 combinations complete, block 2 {len(complete - set(one))} of 8."]
+    levels = {n: combos[n][0] for n in rows}
+    columns = {k: [levels[n][k] for n in rows] for k in design.LETTERS if len({levels[n][k] for n in rows}) == 2}
+    if rows == both:
+        for chain in design.alias_chains()[1]:  # one column per chain: the product of its first pair
+            a, b = chain[0]
+            columns[" = ".join(chain)] = [levels[n][a] * levels[n][b] for n in rows]
 
-    def effect(k, value):
-        plus = [value(scores[n]) for n, lv in rows.items() if lv[k] == 1]
-        minus = [value(scores[n]) for n, lv in rows.items() if lv[k] == -1]
-        return statistics.fmean(plus) - statistics.fmean(minus)
+    def effects(value) -> dict:
+        ys = [value(scores[n]) for n in rows]
+        return {c: statistics.fmean(y for y, x in zip(ys, col) if x == 1)
+                - statistics.fmean(y for y, x in zip(ys, col) if x == -1) for c, col in columns.items()}
 
-    w = {k: effect(k, lambda s: s["within"]) for k in letters}
-    d = {k: effect(k, lambda s: s["mean_abs_diff"]) for k in letters}
+    def marked(eff: dict) -> dict:
+        _, me = lenth(list(eff.values()))
+        return {c: f"{e:+.2f}{' *' if abs(e) > me else ''}" for c, e in eff.items()}
+
+    w, d = effects(lambda s: s["within"]), effects(lambda s: s["mean_abs_diff"])
     (pse_w, me_w), (pse_d, me_d) = lenth(list(w.values())), lenth(list(d.values()))
-    out = [f"Over {len(rows)} complete combinations ({', '.join(rows)}); effect = mean over `+` rows minus "
-           f"mean over `-` rows. Lenth: W PSE {pse_w:.2f}, margin {me_w:.2f}; D PSE {pse_d:.2f}, margin "
-           f"{me_d:.2f} (t(0.975, {len(letters)}/3)). `*`: active.", ""]
-    if len(rows) == 8 and set(rows) == {f"f0{i}" for i in range(1, 9)}:
-        one, _ = design.alias_chains()
-        out += ["Block 1 alone: resolution III; each main effect is aliased with two-factor interactions: "
-                + "; ".join(f"{k} = {k} {' '.join(v)}" for k, v in one.items()) + ".", ""]
-    fields = {k: f for k, (f, *_) in design.FACTORS.items()}
-    out += ["| factor | field: - / + | effect on W | effect on D |", "|---|---|--:|--:|"]
-    for k in letters:
-        f, lo, hi, _ = design.FACTORS[k]
-        out.append(f"| {k} | `{fields[k]}`: {lo} / {hi} | {w[k]:+.2f}{' *' if abs(w[k]) > me_w else ''} | "
-                   f"{d[k]:+.2f}{' *' if abs(d[k]) > me_d else ''} |")
+    out = [f"Over {label}: {', '.join(rows)}; effect = mean over `+` rows minus mean over `-` rows. "
+           f"Lenth over {len(columns)} contrasts, t(0.975, {len(columns)}/3): W PSE {pse_w:.2f}, margin "
+           f"{me_w:.2f}; D PSE {pse_d:.2f}, margin {me_d:.2f}. `*`: active (per cell: that column's own margin).", ""]
+    if rows == one:
+        aliases, _ = design.alias_chains()
+        out += ["Block 1 alone: each main effect is aliased with two-factor interactions: "
+                + "; ".join(f"{k} = {k} {' '.join(v)}" for k, v in aliases.items()) + ".", ""]
+    mw, md = marked(w), marked(d)
+    out += ["| contrast | field: - / + | effect on W | effect on D |", "|---|---|--:|--:|"]
+    for c in columns:
+        f, lo, hi, _ = design.FACTORS[c] if c in design.FACTORS else ("interaction chain", "", "", "")
+        out.append(f"| {c} | {f'`{f}`: {lo} / {hi}' if c in design.FACTORS else f} | {mw[c]} | {md[c]} |")
     out += ["", "Per cell, in points (effect on the cell's max / mean accuracy):", "",
-            "| cell (case, n, layers, PE, d_token) | " + " | ".join(letters) + " |",
-            "|---|" + "--:|" * len(letters)]
+            "| cell (case, n, layers, PE, d_token) | " + " | ".join(columns) + " |",
+            "|---|" + "--:|" * len(columns)]
     for cell in design.SCREENING:
-        out.append(f"| {cell} | " + " | ".join(
-            f"{effect(k, lambda s: s['cells'][cell][0]):+.1f} / {effect(k, lambda s: s['cells'][cell][1]):+.1f}"
-            for k in letters) + " |")
+        mx, mean = marked(effects(lambda s: s["cells"][cell][0])), marked(effects(lambda s: s["cells"][cell][1]))
+        out.append(f"| {cell} | " + " | ".join(f"{mx[c]} / {mean[c]}" for c in columns) + " |")
     return out
 
 
