@@ -365,6 +365,8 @@ def write(sweep: Sweep, *, store: str | os.PathLike | None = None,
     out = Path(out) if out is not None else sweep.root
     table = cells(sweep, runs(sweep, store_path), paper_table(sweep))
     log = store_mod.read_sweeps(store_path) if store_path.is_file() else None
+    if log is not None and not log.empty:  # a store shared by several sweep folders: this one's
+        log = log[log["sweep"] == sweep.name]
     damaged = store_mod.checkpoint_problems(store_path) if store_path.is_file() else {}
     png = violins(sweep, table, out / VIOLINS_FILE)
     drawn = curves(sweep, store_path, out / CURVES_FILE) if curves is not None else None

@@ -66,6 +66,8 @@ def filled(tmp_path):
                          status="ok", accuracy=0.0, steps=1, final_loss=1.0, seconds=1.0))
         i = db.begin_sweep("two", 2, {"cpus": 2, "torch": "2", "load_average": [1.5, 1, 1]})
         db.end_sweep(i, runs_done=8, wall_seconds=61.0, environment={"load_average_end": [2.5, 2, 1]})
+        j = db.begin_sweep("other", 2, {"cpus": 2})  # another sweep folder's invocation, same store
+        db.end_sweep(j, runs_done=5, wall_seconds=1000.0, environment={})
     return sw
 
 
@@ -112,7 +114,7 @@ def test_markdown_has_the_layout_the_paper_numbers_and_what_is_missing(filled):
     assert "| 1 | learned | none | 8 | 2/3 | 0: 99.00, 2: 97.00 | 1.00 | 200 | 1.0 / 1.0 |" in text
     assert "| 4 | none | ordered | 2 | 0/3 | — | 1.00 | — | — / — |" in text
     assert "| 4 | none | ordered | 8 | 3/3 | 0: 1.00, 1: 1.00, 2: 1.00 | 1.00 | 200 | 1.0 / — |" in text
-    assert "Total wall time: 61 s" in text
+    assert "Total wall time: 61 s" in text and "| 1000 |" not in text  # only this sweep's invocations
     assert "2 cpus, torch 2, load at start 1.5, at end 2.5 |" in text
     png = written.violins.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
