@@ -157,7 +157,8 @@ def p3(df) -> dict:
     tested = [has_value(q) or has_value(o) for q, o in zip(qk, ov)]
     circle = [flag(q) or flag(o) for q, o in zip(qk, ov)]
     untested_seeds = len(pop) - sum(tested)
-    pop = pop.assign(_circle=circle)[tested]
+    pop = pop.assign(_circle=circle, _tested=tested)
+    pop = pop[pop["_tested"].astype(bool)]  # a mask even when empty (a list [] would pick columns)
     slices = [(f"n={int(n)}", sub) for n, sub in pop.groupby("n") if n >= 5]
     slices += [(f"d_token={int(d)}", sub) for d, sub in pop.groupby("d_token")]
     slices.append(("all successful seeds", pop))

@@ -297,3 +297,10 @@ def test_p4_and_p9_keep_one_and_two_layers_apart():
                   for d in (4, 8, 16)]  # not closed on its own: 4, 8 succeed, 16 fails
     r = ap.p9(table(closed_one + closed_two))
     assert r["numbers"]["rows with a success"] == 2 and r["numbers"]["not upward-closed"] == 1
+
+
+def test_every_prediction_takes_a_table_without_successes():
+    """A small grid where nothing succeeds (make run's demo can be one): every verdict untested."""
+    none = table([seed(outcome="failed", label="failed", qk_circle=None, ov_circle=None)])
+    assert {r["verdict"] for r in ap.predictions(none)} <= {"untested", "confirmed"}
+    assert ap.p3(none)["verdict"] == "untested"
