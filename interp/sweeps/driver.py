@@ -147,6 +147,7 @@ def environment(workers: int = 1, threads: int | None = None, backend: str = "lo
         # steps two CPUs can give one config different accuracies (readings/screen/DESIGN.md, 9)
         "cpu_model": machine.cpu_model(),
         "mkl_branch": machine.mkl_branch(),
+        "code": machine.code_version(),  # the commit the imported interp comes from (+dirty)
         "MKL_CBWR": os.environ.get("MKL_CBWR"),
         "device": device,
         "gpu": torch.cuda.get_device_name(device) if device != "cpu" else None,

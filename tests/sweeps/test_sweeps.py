@@ -217,6 +217,8 @@ def test_sweep_stores_runs_and_resume_trains_only_what_is_missing(tmp_path, call
         if cpuinfo.is_file() and "model name" in cpuinfo.read_text():
             model = next(ln for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name"))
             assert env["cpu_model"] == model.split(":", 1)[1].strip()
+        head = _git_head(Path(__file__).resolve().parents[2])  # read from .git, not by interp
+        assert (env["code"] or "").split("+")[0] == (head or "")
     assert (df["cpu_seconds"] > 0).all()  # process CPU seconds beside wall seconds, per run
 
     for c in sw.configs:  # each row matches its config and its checkpoint
@@ -446,3 +448,28 @@ def test_runs_lists_checkpoints_by_config_and_load_run_gives_the_run(tmp_path, c
         assert run.metrics["accuracy"] == stored.loc[r["name"], "accuracy"] == r["accuracy"]
     assert cli.main(["runs", str(path), "--where", "colour=red"]) == 2
     assert "no field 'colour'" in capsys.readouterr().err
+
+
+def _git_head(root: Path) -> str | None:
+    """The checked-out commit, read from the files of ``root/.git`` (a clone's directory)."""
+    git = root / ".git"
+    if not git.is_dir():
+        return None if not git.exists() else _git_head_of(Path(git.read_text().split(":", 1)[1].strip()))
+    return _git_head_of(git)
+
+
+def _git_head_of(git: Path) -> str | None:
+    head = (git / "HEAD").read_text().strip()
+    if not head.startswith("ref: "):
+        return head
+    ref = head[5:]
+    common = git / "commondir"
+    base = (git / common.read_text().strip()).resolve() if common.is_file() else git
+    for d in (git, base):
+        if (d / ref).is_file():
+            return (d / ref).read_text().strip()
+    packed = base / "packed-refs"
+    for line in packed.read_text().splitlines() if packed.is_file() else []:
+        if line.endswith(" " + ref):
+            return line.split()[0]
+    return None

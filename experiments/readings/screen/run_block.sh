@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
 # Train one block of the screen (DESIGN.md, section 8) into the study's one store; resumable:
-# a rerun trains only the runs the store lacks. Usage: run_block.sh 1|2|M [WORKERS]
-# (M: block M's anchors none and every-4d retrained here, after the drift check tripped)
+# a rerun trains only the runs the store lacks. Usage: run_block.sh 1|2|M|NAME... [-w WORKERS]
+# (M: block M's anchors none and every-4d retrained here, after the drift check tripped; a NAME
+# is any sweep folder here, e.g. c1 or a close call's folder).
+#
+# The code is pinned (DESIGN.md, section 9): the `interp` package is imported from a detached
+# worktree of commit $PIN, so a later change to the engine cannot enter the screen; the sweep
+# folders, the store and the reports are this checkout's.
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
-block=${1:?usage: run_block.sh 1|2|M [WORKERS]}
-workers=${2:-2}
-case $block in
-  1) names="f01 f02 f03 f04 f05 f06 f07 f08" ;;
-  2) names="f09 f10 f11 f12 f13 f14 f15 f16 m-last-2048" ;;
-  M) names="a-none a-every-4d" ;;
-  *) echo "block=$block; accepted: 1, 2 or M" >&2; exit 2 ;;
-esac
+repo=$(cd "$(dirname "$0")/../../.." && pwd)
+cd "$repo"
+PIN=9996044ffff49cd919294a3e6ab8f7c5036dd695
+workers=2
+names=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    -w) workers=${2:?-w needs a number}; shift 2 ;;
+    1) names="$names f01 f02 f03 f04 f05 f06 f07 f08"; shift ;;
+    2) names="$names f09 f10 f11 f12 f13 f14 f15 f16 m-last-2048"; shift ;;
+    M) names="$names a-none a-every-4d"; shift ;;
+    *) [ -f "experiments/readings/screen/$1/configs.py" ] || {
+         echo "block or folder '$1': accepted 1, 2, M or a folder of experiments/readings/screen with configs.py" >&2; exit 2; }
+       names="$names $1"; shift ;;
+  esac
+done
+[ -n "$names" ] || { echo "usage: run_block.sh 1|2|M|NAME... [-w WORKERS]" >&2; exit 2; }
+pinned="${TMPDIR:-/tmp}/interp-screen-${PIN:0:12}"
+if [ ! -d "$pinned/interp" ]; then
+  git worktree add --detach "$pinned" "$PIN" >/dev/null
+fi
+export PYTHONPATH="$pinned"
+.venv/bin/python -P -c "import interp, sys; sys.exit(0 if interp.__file__.startswith('$pinned') else 'interp is not imported from the pinned worktree')"
 store=experiments/readings/screen/results/store.sqlite
 for name in $names; do
-  echo "== $name $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg)"
+  echo "== $name $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg) code ${PIN:0:12}"
   .venv/bin/interp sweep "experiments/readings/screen/$name" --store "$store" --workers "$workers"
   .venv/bin/interp report "experiments/readings/screen/$name" --store "$store"
 done
