@@ -31,6 +31,7 @@ EXP = ROOT / "experiments"
 TODAY = EXP / "bench" / "tables-cpu"  # the attention-only tables as today's code trains them
 MLP4X = EXP / "readings" / "mlp-4x"
 GUIDE, READINGS_README, PERFORMANCE = "docs/paper-tables.md", "experiments/readings/README.md", "docs/performance.md"
+LOOKING_INSIDE = "docs/looking-inside.md"
 BUDGET_README, ANALYSIS_README = "experiments/budget/README.md", "experiments/analysis/README.md"
 SUCCESS = 99.0  # a seed "learns" at >= 99% (interp.inspect.analysis's success threshold)
 READINGS = {"attention-only": "0", "mlp-1x": "d_model", "mlp-4x": "4 d_model", "torch-encoder": "2048"}
@@ -215,7 +216,7 @@ def analysis_claims() -> list[Claim]:
     copy_text = "; ".join(f"`{n}` seed {r['seed']} ({float(r['ov_diag']):.2f})" for n, r in no_copy)
     return [
         Claim("e", f"`qk_diag` is within 5 points of the accuracy in {len(rows) - len(off)} of {len(rows)} "
-              f"seeds; not in {off_text}", (ANALYSIS_README,)),
+              f"seeds; not in {off_text}", (ANALYSIS_README, LOOKING_INSIDE)),
         Claim("e-ov", f"`ov_diag` is 0.99 or more in {len(partial) - len(no_copy)} of {len(partial)} partial "
               f"seeds; not in {copy_text}", (ANALYSIS_README,)),
         Claim("e-any", f"`acc_any` differs from the accuracy by at most {any_f:.1f} points in all {len(rows)} seeds",
