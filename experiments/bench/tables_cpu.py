@@ -4,6 +4,10 @@
     .venv/bin/interp sweep experiments/table2 --workers 2 --store experiments/bench/tables-cpu/table2/results/store.sqlite
     .venv/bin/python experiments/bench/tables_cpu.py        # -> experiments/bench/tables-cpu/timing.md
 
+A re-timing in another folder (``experiments/bench/retime.sh DIR`` runs both sweeps into fresh
+stores there): ``tables_cpu.py --dir DIR`` reads DIR/table{1,2}/results/store.sqlite and writes
+DIR/timing.md, the attention-only part only (the chosen reading's section reads its own store).
+
 Attention-only from the two stores above (each one uninterrupted sweep: wall time measured).
 The chosen reading (``mlp-4x``) from its own store, ``experiments/readings/mlp-4x/results/``,
 which holds the diagnostic cells and both full tables; those ran in several pieces (resumed from
@@ -42,15 +46,24 @@ def bucket(row) -> str:
     return f"Table 2, {row['n_layers']} layer{'s' * (row['n_layers'] > 1)}, {width}"
 
 
-def main() -> str:
+def main(argv=None) -> str:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, default=HERE,
+                        help="folder with table1/ and table2/ stores; timing.md is written there")
+    here = parser.parse_args(argv).dir.resolve()
+    for table in ("table1", "table2"):
+        if not (here / table / "results" / "store.sqlite").is_file():
+            parser.error(f"--dir {here}: no {table}/results/store.sqlite there")
     lines = ["# The paper's tables on this machine: where the time goes", "",
              "Written by `experiments/bench/tables_cpu.py` from the stores of the two sweeps "
              "(commands in its docstring).", "",
              "| table | runs | wall (min) | process CPU (min, all runs) | CPU / wall | cores | load at start / end (1 min) | device |",
              "|---|--:|--:|--:|--:|--:|---|---|"]
-    total_wall, parts, frames = 0.0, [], []
+    total_wall, parts, frames, machines = 0.0, [], [], []
     for table in ("table1", "table2"):
-        path = HERE / table / "results" / "store.sqlite"
+        path = here / table / "results" / "store.sqlite"
         log = store.read_sweeps(path)
         done = log[log["outcome"] == "done"].iloc[-1]
         env = json.loads(done["environment"])
@@ -60,12 +73,15 @@ def main() -> str:
         lines.append(f"| {table} | {len(runs)} | {wall / 60:.1f} | {cpu / 60:.1f} | {cpu / wall:.2f} | "
                      f"{env['cpus']} | {env['load_average'][0]:.2f} / {env['load_average_end'][0]:.2f} | "
                      f"{env['device']} |")
+        machines.append(f"{table}: {env.get('cpu_model', 'CPU not recorded')}, MKL branch "
+                        f"{env.get('mkl_branch', 'not recorded')}, code {env.get('code') or 'not recorded'}")
         runs = runs.sort_values(["n_layers", "d_token"], kind="stable")
         runs["bucket"] = [bucket(r) for _, r in runs.iterrows()]
         frames.append(runs)
         parts.append(runs.groupby("bucket", sort=False).agg(runs=("name", "size"), cpu=("cpu_seconds", "sum"),
                                                 steps=("steps", "mean"),
                                                 to_max=("steps", lambda s: int((s >= 10_000).sum()))))
+    lines += ["", "Machine and code of each sweep: " + "; ".join(machines) + "."]
     lines += ["", f"Both tables: {total_wall / 60:.1f} min wall against the {TARGET_MIN:.0f}-minute target "
               f"({'met' if total_wall / 60 <= TARGET_MIN else f'missed by {total_wall / 60 - TARGET_MIN:.1f} min'}).",
               "", "Where the CPU time goes (runs that reach 10,000 steps never met the stop loss):", "",
@@ -76,9 +92,10 @@ def main() -> str:
             lines.append(f"| {name} | {int(r['runs'])} | {r['cpu'] / 60:.1f} | {100 * r['cpu'] / grand:.0f}% | "
                          f"{r['steps']:.0f} | {int(r['to_max'])} |")
     lines += limit_lines(with_flops(frames))
-    lines += reading_lines()
+    if here == HERE:
+        lines += reading_lines()
     text = "\n".join(lines) + "\n"
-    (HERE / "timing.md").write_text(text)
+    (here / "timing.md").write_text(text)
     print(text)
     return text
 
