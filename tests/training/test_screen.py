@@ -120,3 +120,209 @@ def test_both_blocks_add_the_seven_interaction_chains_and_the_declared_margin(mo
     assert "Over block 1 alone (resolution III)" in score.main_effects(scores)[0]
     scores.pop("f01")  # no complete block: no effects yet
     assert score.main_effects(scores)[0].startswith("No main effects yet")
+
+
+# -- the decisions (experiments/readings/screen/decide.py) and score.py's --compose, --close-call --
+
+decide = score.decide  # the modules score.py itself imports: patch these, not the test's own copies
+
+
+def _s(within, d, missing=0, cells=None, wmax=None):
+    """A hand-made score dict (decide.score_cells's shape)."""
+    wmax = within // 2 if wmax is None else wmax
+    return dict(within=within, wmax=wmax, wmean=within - wmax, mean_abs_diff=d, missing=missing,
+                cells=cells or {}, comparisons=28)
+
+
+def test_paper_numbers_cover_both_tables_and_agree_with_the_screening_paper_csv():
+    numbers = design.paper_numbers()
+    assert len(numbers) == 62 and len(design.held_out()) == 48
+    assert all(numbers[c] == v for c, v in score.paper().items())  # f01/paper.csv: the same numbers
+    assert numbers[(1, 100, 1, "learned", 2)] == (2.11, 1.62)  # experiments/table1/paper.csv, first row
+    assert numbers[(5, 2, 1, "learned", 200)] == (50.29, 49.84)  # table2/paper.csv, n = 2, one layer, 200
+
+
+def test_block_m_uses_the_reruns_after_drift_and_breaks_ties_by_d_then_the_incumbent():
+    cell = design.SCREENING[0]
+    scores = {"f01": _s(11, 30.0, cells={cell: (60.0, 40.0)}), "a-none": _s(12, 40.0),
+              "m-last-2048": _s(12, 35.0), "a-every-4d": _s(12, 35.0, cells={cell: (62.5, 39.0)}),
+              "none": _s(20, 1.0), "every-4d": _s(20, 1.0), "every-2048": _s(9, 1.0)}
+    # the committed none and every-4d (W 20) are not used after drift; W 12 three times, D 40
+    # loses, D 35 twice: every-4d is the incumbent (M not counted as off its default)
+    assert decide.block_m_best(scores, drifted=True) == ("every-4d", [])
+    # every-2048 "stays committed and is marked so" (section 3): used after drift, once complete
+    scores["every-2048"] = _s(13, 50.0)
+    assert decide.block_m_best(scores, drifted=True) == ("every-2048", [])
+    scores["every-2048"] = _s(13, 50.0, missing=2)  # its 2 GPU cells not in: not waited for
+    assert decide.block_m_best(scores, drifted=True) == ("every-4d", [])
+    scores["every-2048"] = _s(9, 1.0)
+    d = decide.differences(scores["a-every-4d"], scores["f01"])
+    assert (d["within"], d["mean_abs_diff"], d["cells"]) == (1, 5.0, {cell: (2.5, -1.0)})
+    scores["a-none"] = _s(10, 40.0, missing=3)
+    best, waiting = decide.block_m_best(scores, drifted=True)
+    assert best is None and waiting == ["a-none (3 of 14 cells missing)"]
+    assert decide.differences(scores["a-none"], scores["f01"])["within"] is None  # incomplete: no W difference
+    # without drift the committed none and every-4d stand for their levels, and every-2048 joins once complete
+    del scores["a-none"], scores["a-every-4d"]
+    assert decide.block_m_best(scores, drifted=False)[0] == "every-4d"  # W 20 D 1 three times: incumbent
+    scores["every-2048"] = _s(21, 9.0)
+    assert decide.block_m_best(scores, drifted=False)[0] == "every-2048"
+    assert decide.c2_plan("every-2048", [])[0] == "skip" and "GPU" in decide.c2_plan("every-2048", [])[1]
+    assert decide.c2_plan("last-2048", []) == ("write", "last-2048")
+    assert decide.c2_plan("last-4d", [])[0] == "skip"
+
+
+def _flat(values: dict) -> dict:
+    """Screening cell -> 5 seeds all at one accuracy (max = mean = that value)."""
+    return {c: [float(values.get(i, 0.0))] * 5 for i, c in enumerate(design.SCREENING)}
+
+
+# every cell's paper (max, avg) = (50, 40): a cell at 45 is within 5 on both, at 50 on max only,
+# at 0 on neither (50 and 40 points off)
+PAPER = {c: (50.0, 40.0) for c in design.SCREENING}
+
+
+def test_a_close_call_is_rerun_on_the_differing_cells_and_the_replicates_flip_the_order():
+    x = decide.score_cells(_flat({i: 45 for i in range(6)}), PAPER, design.SCREENING)
+    y = decide.score_cells(_flat({**{i: 45 for i in range(5)}, 6: 50}), PAPER, design.SCREENING)
+    assert (x["within"], y["within"]) == (12, 11)
+    assert x["mean_abs_diff"] == pytest.approx((6 * 10 + 8 * 90) / 28)
+    scores = {"x": x, "y": y}
+    ranked = design.rank([dict(name=n, within=s["within"], mean_abs_diff=s["mean_abs_diff"], changed=1)
+                          for n, s in scores.items()])
+    call = decide.close_call(ranked, scores, PAPER)
+    c5, c6 = design.SCREENING[5], design.SCREENING[6]
+    assert call == dict(names=("x", "y"), cells=[c5, c6])  # x: 45, 0; y: 0, 50
+    # seeds 5-9: x at 0 on both cells, y at 45 on both
+    second = {"x": {c5: (0.0, 0.0), c6: (0.0, 0.0)}, "y": {c5: (45.0, 45.0), c6: (45.0, 45.0)}}
+    out = decide.choice(ranked, scores, second, PAPER, waiting=[])
+    # x: 45 (5, 5), 0 (50, 40), 0 (50, 40), 0 (50, 40): W 2, D 280/8
+    # y: 0 (50, 40), 50 (0, 10), 45 (5, 5), 45 (5, 5): W 5, D 120/8
+    assert out["resolved"]["scores"]["x"] == dict(within=2, comparisons=8, mean_abs_diff=35.0)
+    assert out["resolved"]["scores"]["y"] == dict(within=5, comparisons=8, mean_abs_diff=15.0)
+    assert out["resolved"]["order"] == ["y", "x"] and out["chosen"] == "y"
+    # until y's replicate has both cells the choice waits; a W gap of 3 is no close call
+    pending = decide.choice(ranked, scores, {"x": second["x"], "y": {c5: (45.0, 45.0)}}, PAPER, waiting=[])
+    assert pending["resolved"] is None and pending["chosen"] is None and pending["leader"] == "x"
+    far = [dict(ranked[0], within=14), ranked[1]]
+    assert decide.close_call(far, scores, PAPER) is None
+    assert decide.choice(far, scores, {}, PAPER, waiting=[])["chosen"] == "x"
+    assert decide.choice(far, scores, {}, PAPER, waiting=["f09 (not run)"])["chosen"] is None
+
+
+def test_the_gate_waits_replaces_or_keeps_mlp_4x_against_its_retrained_held_out_score():
+    held = {"a-every-4d": _s(62, 10.0)}
+    waiting = decide.gate("f05", held, "a-every-4d")
+    assert waiting["decision"] == "waiting" and waiting["waiting"] == ["f05's held-out cells (not run)"]
+    assert decide.gate(None, {}, "a-every-4d")["waiting"] == ["the choice", "a-every-4d's held-out cells (not run)"]
+    held["f05"] = _s(61, 9.0, missing=2)
+    assert decide.gate("f05", held, "a-every-4d")["waiting"] == ["f05's held-out cells (2 of 48 cells missing)"]
+    held["f05"] = _s(61, 9.0)  # beats the declared 60 of 96 but not the retrained 62: mlp-4x stays
+    g = decide.gate("f05", held, "a-every-4d")
+    assert (g["decision"], g["final"]) == ("keep", "a-every-4d")
+    held["f05"] = _s(62, 9.0)  # equal W, smaller D: replaces
+    assert decide.gate("f05", held, "a-every-4d")["decision"] == "replace"
+    held["f05"] = _s(62, 10.0)  # equal W and D: keeps
+    assert decide.gate("f05", held, "a-every-4d")["decision"] == "keep"
+    held["f05"] = _s(63, 30.0)
+    assert decide.gate("f05", held, "a-every-4d")["final"] == "f05"
+    assert decide.gate("a-every-4d", held, "a-every-4d")["decision"] == "mlp-4x itself"
+    # without drift the declared 60 of 96, D 12.04 decides
+    assert decide.gate("f05", {"f05": _s(60, 12.0)}, None)["decision"] == "replace"
+    assert decide.gate("f05", {"f05": _s(60, 12.1)}, None)["decision"] == "keep"
+
+
+def test_targets_count_maxima_within_5_over_both_full_tables():
+    paper = design.paper_numbers()
+    t1, t2 = design.table_cells("table1"), design.table_cells("table2")
+    seeds = {c: [paper[c][0] - 1] * 5 for c in t1}
+    for c in t1[:4]:
+        seeds[c] = [paper[c][0] - 6] * 5  # 4 maxima more than 5 points short: 26 of 30
+    seeds.update({c: [paper[c][0] + 2] * 5 for c in t2[:20]})
+    seeds.update({c: [paper[c][0] - 10] * 5 for c in t2[20:31]})
+    seeds[t2[31]] = [paper[t2[31]][0]] * 4  # 4 seeds: not counted
+    out = decide.targets(seeds, paper)
+    assert out["table1"] == dict(within=26, cells=30, with_results=30, target=27, shortfall=1)
+    assert out["table2"] == dict(within=20, cells=32, with_results=31, target=24, shortfall=4)
+
+
+def _blocks(within):
+    combos = design.combinations()
+    return {n: _s(within(combos[n][0]), 20.0) for n in [f"f{i:02d}" for i in range(1, 17)]}
+
+
+def test_compose_refuses_until_both_blocks_are_complete_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(score.design, "HERE", tmp_path)
+    scores = _blocks(lambda lv: 10)
+    scores["f16"]["missing"] = 2
+    del scores["f09"]
+    with pytest.raises(SystemExit, match=r"missing: f09 \(not run\), f16 \(2 of 14 cells missing\)"):
+        score.compose(scores, ("write", "none"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compose_writes_c1_and_c2_from_the_main_effects_on_w(tmp_path, monkeypatch):
+    monkeypatch.setattr(score.design, "HERE", tmp_path)
+    # W = 10 + 3 U + K - A x I: main effects U +6, K +2, every other 0 (a tie keeps the default);
+    # the interaction lands on a chain, not on a main effect (resolution IV)
+    scores = _blocks(lambda lv: 10 + 3 * lv["U"] + lv["K"] - lv["A"] * lv["I"])
+    effects = score.w_effects(scores)
+    assert effects == {k: pytest.approx(dict(U=6.0, K=2.0).get(k, 0.0)) for k in design.LETTERS}
+    out = score.compose(scores, ("write", "none"))
+    assert out == ["c1: - + - - - - - + under last-4d", "c2: - + - - - - - + under none"]
+    assert (tmp_path / "c1" / "levels.csv").read_text() == "A,U,O,R,I,P,S,K,mlp\n-1,1,-1,-1,-1,-1,-1,1,last-4d\n"
+    assert (tmp_path / "c2" / "levels.csv").read_text().endswith("-1,1,-1,-1,-1,-1,-1,1,none\n")
+    assert {p.name for p in (tmp_path / "c1").iterdir()} == {"levels.csv", "configs.py", "paper.csv"}
+    c2 = score.design.configs("c2")
+    assert len(c2) == 70 and all(c.d_mlp == 0 and c.unembed_bias is False for c in c2)
+    # a rerun with the same levels is fine; other levels in a written folder are refused
+    assert score.compose(scores, ("skip", "block M's best level is every-2048: c2 needs the GPU"))[1].startswith(
+        "c2: not written")
+    with pytest.raises(SystemExit, match="c1/levels.csv declares"):
+        score.compose(_blocks(lambda lv: 10 - lv["U"]), ("skip", ""))
+
+
+def test_close_call_folders_hold_the_differing_cells_with_seeds_5_to_9(tmp_path, monkeypatch):
+    monkeypatch.setattr(score.design, "HERE", tmp_path)
+    cells = [design.SCREENING[7], design.SCREENING[9]]
+    with pytest.raises(SystemExit, match="waiting for: f09 \\(not run\\)"):
+        score.close_call_folders(dict(waiting=["f09 (not run)"], call=None))
+    with pytest.raises(SystemExit, match="no close call"):
+        score.close_call_folders(dict(waiting=[], call=None))
+    out = score.close_call_folders(dict(waiting=[], call=dict(names=("f01", "f02"), cells=cells)))
+    assert out == ["f01-s59", "f02-s59"]
+    text = (tmp_path / "f02-s59" / "configs.py").read_text()
+    assert "CELLS = [(5, 5, 1, 'learned', 32), (5, 10, 2, 'learned', 16)]" in text
+    assert "design.configs('f02', cells=CELLS, seeds=design.CLOSE_CALL_SEEDS)" in text
+    paper = (tmp_path / "f02-s59" / "paper.csv").read_text().splitlines()
+    numbers = design.paper_numbers()
+    assert paper[1:] == [f"{c[0]},{c[1]},{c[2]},{c[3]},{c[4]},{numbers[c][0]:.2f},{numbers[c][1]:.2f}" for c in cells]
+    runs = score.design.configs("f02", cells=cells, seeds=score.design.CLOSE_CALL_SEEDS)
+    assert sorted({c.seed for c in runs}) == [5, 6, 7, 8, 9] and len(runs) == 10
+    assert not {c.name() for c in runs} & {c.name() for c in score.design.configs("f02")}
+    assert not (tmp_path / "f02-s59" / "levels.csv").exists()  # not a combination of its own (score.names)
+
+
+def test_assess_keeps_replicates_and_held_out_seeds_apart_and_renders_every_section():
+    def rows(name, cells, seeds, acc):
+        return [dict(combination=name, case=c[0], n=c[1], n_layers=c[2], pos_embed=c[3], d_token=c[4],
+                     seed=s, accuracy_pct=str(acc(c)), steps=1, run=f"{name}-{i}-{s}")
+                for i, c in enumerate(cells) for s in seeds]
+    paper = design.paper_numbers()
+    r = (rows("f01", design.SCREENING, range(5), lambda c: paper[c][0])  # every max exact
+         + rows("f01", design.SCREENING[:2], range(5, 10), lambda c: 0.0)
+         + rows("f01", design.held_out()[:3], range(5), lambda c: paper[c][0]))
+    state = score.assess(r, anchors={})
+    f01 = state["scores"]["f01"]
+    assert (f01["wmax"], f01["missing"]) == (14, 0)  # seeds 5-9 do not enter the screening score
+    assert state["second"]["f01"] == {c: (0.0, 0.0) for c in design.SCREENING[:2]}
+    assert (state["held"]["f01"]["wmax"], state["held"]["f01"]["missing"]) == (3, 45)
+    assert state["drifted"]  # f01's runs here are not mlp-4x's: the anchors are reruns
+    assert state["choice"]["leader"] == "f01" and state["choice"]["chosen"] is None
+    assert state["gate"]["decision"] == "waiting"
+    text = score.render(state)
+    for heading in ("## MLP levels: block M's differences at defaults", "## Composed combinations",
+                    "## Choice (section 6.1-6.3)", "## Confirmation on the 48 held-out cells"):
+        assert heading in text
+    assert "Block M's best level: waiting for: a-none (not run), m-last-2048 (not run), a-every-4d (not run)." in text
+    assert "Decision: waiting for: the choice, a-every-4d's held-out cells (not run)." in text

@@ -270,6 +270,54 @@ def write_tables(name: str) -> list[Path]:
     return out
 
 
+def paper_numbers() -> dict[tuple, tuple[float, float]]:
+    """The paper's (max, avg) of every cell of both tables (experiments/table1, table2
+    paper.csv), keyed as ``SCREENING``'s cells: screening and held-out cells are compared with
+    the same numbers."""
+    return {cell: (float(r["max"]), float(r["avg"]))
+            for table in ("table1", "table2") for cell, r in zip(table_cells(table), _paper(table))}
+
+
+CLOSE_CALL_SUFFIX = "-s59"
+
+CLOSE_CALL_PY = '''"""Close call (DESIGN.md section 6.3): combination {name!r} on {k} screening cells with seeds 5-9
+(written by experiments/readings/screen/design.py)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import design  # noqa: E402
+from interp.sweeps import Layout  # noqa: E402
+
+CELLS = {cells!r}
+CONFIGS = design.configs({name!r}, cells=CELLS, seeds=design.CLOSE_CALL_SEEDS)
+LAYOUT = Layout(**design.LAYOUT_ARGS, title="Close call: {name} on {k} cells, seeds 5-9 (max/avg over 5 seeds)")
+'''
+
+
+def write_close_call(name: str, cells: list) -> Path:
+    """``screen/<name>-s59/`` (configs.py, paper.csv): a close call's rerun of combination
+    ``name`` on ``cells`` (screening cells) with ``CLOSE_CALL_SEEDS``. Its runs are
+    ``configs(name, cells, CLOSE_CALL_SEEDS)``: other seeds, so other run names in a shared store."""
+    bad = [c for c in cells if c not in SCREENING]
+    if not cells or bad:
+        raise ValueError(f"cells={bad or cells!r}; accepted: a non-empty list of SCREENING cells")
+    configs(name, cells=cells, seeds=CLOSE_CALL_SEEDS)  # every config must build before anything is written
+    folder = HERE / f"{name}{CLOSE_CALL_SUFFIX}"
+    folder.mkdir(exist_ok=True)
+    numbers = paper_numbers()
+    with open(folder / "paper.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["case", "n", "layers", "pe", "d_token", "max", "avg"], lineterminator="\n")
+        w.writeheader()
+        for cell in cells:
+            case, n, layers, pe, d = cell
+            w.writerow(dict(case=case, n=n, layers=layers, pe=pe, d_token=d,
+                            max=f"{numbers[cell][0]:.2f}", avg=f"{numbers[cell][1]:.2f}"))
+    (folder / "configs.py").write_text(CLOSE_CALL_PY.format(name=name, cells=list(cells), k=len(cells)))
+    return folder
+
+
 def describe() -> str:
     one, chains = alias_chains()
     lines = ["combination | " + " ".join(LETTERS) + " | MLP"]

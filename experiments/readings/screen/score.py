@@ -3,6 +3,8 @@
     .venv/bin/python experiments/readings/screen/score.py            # scores.md and seeds.csv
     .venv/bin/python experiments/readings/screen/score.py --check    # exit 1 if scores.md is stale
     .venv/bin/python experiments/readings/screen/score.py --plateau f01   # plateau-f01.md (needs the store)
+    .venv/bin/python experiments/readings/screen/score.py --compose      # c1, c2 (both blocks complete)
+    .venv/bin/python experiments/readings/screen/score.py --close-call   # <name>-s59 for the top two
 
 Per combination and screening cell: max and mean accuracy over its finished seeds against the
 paper's max and avg; **W** = comparisons within 5 points (split into maxima and means), **D** =
@@ -17,18 +19,23 @@ missing, so a combination is complete at 28 comparisons. Then:
   both blocks, each of the 7 interaction chains) the mean W (and D, and each cell's max and mean)
   over its ``+`` rows minus its ``-`` rows; active when |effect| exceeds Lenth's margin of error,
   t(0.975, m/3) x PSE over the m contrasts (both blocks: 15, t = 2.571 as declared; block 1
-  alone: 7, resolution III, each main effect aliased as ``design.alias_chains`` prints).
+  alone: 7, resolution III, each main effect aliased as ``design.alias_chains`` prints);
+* then what ``decide`` decides from these numbers: block M's levels and their differences from
+  ``last-4d`` at defaults, the composed levels (``--compose`` writes ``c1``, ``c2``), the choice
+  with its close call (``--close-call`` writes the seeds 5-9 folders; the replicates are scored
+  when in the store), the confirmation on the 48 held-out cells (the chosen combination's and the
+  retrained mlp-4x's, ``design.write_tables``) and the target counts.
 
 Anchors of block M (DESIGN.md section 3), read from committed files: ``none`` = attention-only
 (experiments/bench/tables-cpu reports), ``every-4d`` = mlp-4x and ``every-2048`` = torch-encoder
-(experiments/readings/seeds.csv). Stores are local, so every screened seed is also written to
+(experiments/readings/seeds.csv). Stores are local, so every seed of a combination found in the
+store (screening cells with seeds 0-4 and 5-9, held-out cells with seeds 0-4) is also written to
 ``seeds.csv`` here (committed); a run in both keeps the store's numbers.
 """
 
 from __future__ import annotations
 
 import csv
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -37,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parents[1] / "analysis"))
+import decide  # noqa: E402
 import design  # noqa: E402
 
 
@@ -70,15 +78,22 @@ def screened_rows() -> list[dict]:
         df = store.read(STORE)
         done = {} if df.empty else {r["name"]: r for _, r in df[df.status == "ok"].iterrows()}
         for name in names():
-            for c in design.configs(name):
+            for c in _all_configs(name):
                 if (r := done.get(c.name())) is not None:
                     saved[(name, c.name())] = dict(
                         combination=name, case=c.case, n=c.n, n_layers=c.n_layers, pos_embed=c.pos_embed,
                         d_token=c.d_token, seed=c.seed, accuracy_pct=repr(100 * float(r.accuracy)),
                         steps=int(r.steps), run=c.name())
-    order = names()
-    return sorted(saved.values(), key=lambda r: (order.index(r["combination"]), design.SCREENING.index(_cell(r)),
-                                                 int(r["seed"])))
+    order, cells = names(), design.SCREENING + design.held_out()
+    return sorted(saved.values(), key=lambda r: (order.index(r["combination"]), int(r["seed"]) not in design.SEEDS,
+                                                 cells.index(_cell(r)), int(r["seed"])))
+
+
+def _all_configs(name: str) -> list:
+    """A combination's runs that this study scores: screening cells (seeds 0-4, and 5-9 for a
+    close call) and held-out cells (seeds 0-4, the confirmation)."""
+    return (design.configs(name) + design.configs(name, seeds=design.CLOSE_CALL_SEEDS)
+            + design.configs(name, cells=design.held_out()))
 
 
 def names() -> list[str]:
@@ -109,10 +124,14 @@ def anchor_seeds() -> dict[str, dict]:
     return out
 
 
-def by_cell(rows: list[dict]) -> dict[str, dict]:
+def by_cell(rows: list[dict], cells: list | None = None, seeds=design.SEEDS) -> dict[str, dict]:
+    """Combination -> cell -> accuracies (%) of ``seeds`` on ``cells`` (default: the screening
+    cells); a combination without such a row is left out."""
+    cells = design.SCREENING if cells is None else cells
     out: dict[str, dict] = {}
     for r in rows:
-        out.setdefault(r["combination"], {c: [] for c in design.SCREENING})[_cell(r)].append(float(r["accuracy_pct"]))
+        if _cell(r) in cells and int(r["seed"]) in seeds:
+            out.setdefault(r["combination"], {c: [] for c in cells})[_cell(r)].append(float(r["accuracy_pct"]))
     return out
 
 
@@ -123,21 +142,8 @@ def paper() -> dict[tuple, tuple[float, float]]:
 
 
 def score(seeds: dict) -> dict:
-    """W (maxima, means), D and per-cell numbers over the cells with all 5 seeds."""
-    p, cells, wmax, wmean, diffs, missing = paper(), {}, 0, 0, [], 0
-    for cell in design.SCREENING:
-        accs = seeds.get(cell, [])
-        if len(accs) < len(design.SEEDS):
-            missing += 1
-            continue
-        mx, avg = max(accs), statistics.fmean(accs)
-        dmax, davg = mx - p[cell][0], avg - p[cell][1]
-        wmax += abs(dmax) <= 5
-        wmean += abs(davg) <= 5
-        diffs += [abs(dmax), abs(davg)]
-        cells[cell] = (mx, avg)
-    return dict(within=wmax + wmean, wmax=wmax, wmean=wmean, missing=missing, cells=cells,
-                mean_abs_diff=statistics.fmean(diffs) if diffs else math.nan, comparisons=len(diffs))
+    """W (maxima, means), D and per-cell numbers over the screening cells with all 5 seeds."""
+    return decide.score_cells(seeds, paper(), design.SCREENING)
 
 
 def changed(name: str) -> int:
@@ -173,6 +179,51 @@ def lenth(effects: list[float]) -> tuple[float, float]:
     return pse, float(stats.t.ppf(0.975, len(effects) / 3)) * pse
 
 
+BLOCK_1 = [f"f{i:02d}" for i in range(1, 9)]
+BLOCK_2 = [f"f{i:02d}" for i in range(9, 17)]
+
+
+def _contrasts(scores: dict) -> tuple[list, str, dict] | str:
+    """The rows of the complete blocks, their label and the contrast columns (factors with both
+    levels among the rows; with both blocks, one column per interaction chain: the product of
+    its first pair); a sentence instead while no block is complete."""
+    combos = design.combinations()
+    one, both = BLOCK_1, BLOCK_1 + BLOCK_2
+    complete = {n for n in both if scores.get(n, {}).get("missing") == 0}
+    if set(both) <= complete:
+        rows, label = both, "both blocks (resolution IV)"
+    elif set(one) <= complete:
+        rows, label = one, "block 1 alone (resolution III)"
+    else:
+        return (f"No main effects yet: they are computed over complete blocks; block 1 has "
+                f"{len(complete & set(one))} of 8 combinations complete, block 2 {len(complete - set(one))} of 8.")
+    levels = {n: combos[n][0] for n in rows}
+    columns = {k: [levels[n][k] for n in rows] for k in design.LETTERS if len({levels[n][k] for n in rows}) == 2}
+    if rows == both:
+        for chain in design.alias_chains()[1]:
+            a, b = chain[0]
+            columns[" = ".join(chain)] = [levels[n][a] * levels[n][b] for n in rows]
+    return rows, label, columns
+
+
+def _effects(scores: dict, rows: list, columns: dict, value) -> dict:
+    """Each column's mean of ``value(score)`` over its ``+`` rows minus over its ``-`` rows."""
+    ys = [value(scores[n]) for n in rows]
+    return {c: statistics.fmean(y for y, x in zip(ys, col) if x == 1)
+            - statistics.fmean(y for y, x in zip(ys, col) if x == -1) for c, col in columns.items()}
+
+
+def w_effects(scores: dict) -> dict:
+    """The 8 factors' main effects on W over both blocks: ``design.composed``'s input (section 3,
+    'Composed'). Raises ValueError naming the incomplete combinations before both blocks are in."""
+    short = [decide.shortness(scores, n) for n in BLOCK_1 + BLOCK_2 if not decide.complete(scores, n)]
+    if short:
+        raise ValueError("the composed levels need both blocks complete (DESIGN.md section 3, 'Composed'); "
+                         "missing: " + ", ".join(short))
+    rows, _, columns = _contrasts(scores)
+    return _effects(scores, rows, {k: columns[k] for k in design.LETTERS}, lambda s: s["within"])
+
+
 def main_effects(scores: dict) -> list[str]:
     """The factors' effects on W, D and each cell's max/mean (DESIGN.md section 7), over complete
     blocks only: block 1 alone (8 rows, resolution III, 7 contrasts: its main effects, each
@@ -180,28 +231,13 @@ def main_effects(scores: dict) -> list[str]:
     the 7 chains of aliased two-factor interactions). Active: |effect| > Lenth's margin,
     t(0.975, m/3) x PSE over the m contrasts (m = 15: t(0.975, 5) = 2.571, as declared; block 1
     alone, where DESIGN.md declares no margin: m = 7 by the same formula)."""
-    combos = design.combinations()
-    one = [f"f{i:02d}" for i in range(1, 9)]
-    both = one + [f"f{i:02d}" for i in range(9, 17)]
-    complete = {n for n in both if scores.get(n, {}).get("missing") == 0}
-    if set(both) <= complete:
-        rows, label = both, "both blocks (resolution IV)"
-    elif set(one) <= complete:
-        rows, label = one, "block 1 alone (resolution III)"
-    else:
-        return [f"No main effects yet: they are computed over complete blocks; block 1 has "
-                f"{len(complete & set(one))} of 8 combinations complete, block 2 {len(complete - set(one))} of 8."]
-    levels = {n: combos[n][0] for n in rows}
-    columns = {k: [levels[n][k] for n in rows] for k in design.LETTERS if len({levels[n][k] for n in rows}) == 2}
-    if rows == both:
-        for chain in design.alias_chains()[1]:  # one column per chain: the product of its first pair
-            a, b = chain[0]
-            columns[" = ".join(chain)] = [levels[n][a] * levels[n][b] for n in rows]
+    found = _contrasts(scores)
+    if isinstance(found, str):
+        return [found]
+    rows, label, columns = found
 
     def effects(value) -> dict:
-        ys = [value(scores[n]) for n in rows]
-        return {c: statistics.fmean(y for y, x in zip(ys, col) if x == 1)
-                - statistics.fmean(y for y, x in zip(ys, col) if x == -1) for c, col in columns.items()}
+        return _effects(scores, rows, columns, value)
 
     def marked(eff: dict) -> dict:
         _, me = lenth(list(eff.values()))
@@ -212,7 +248,7 @@ def main_effects(scores: dict) -> list[str]:
     out = [f"Over {label}: {', '.join(rows)}; effect = mean over `+` rows minus mean over `-` rows. "
            f"Lenth over {len(columns)} contrasts, t(0.975, {len(columns)}/3): W PSE {pse_w:.2f}, margin "
            f"{me_w:.2f}; D PSE {pse_d:.2f}, margin {me_d:.2f}. `*`: active (per cell: that column's own margin).", ""]
-    if rows == one:
+    if rows == BLOCK_1:
         aliases, _ = design.alias_chains()
         out += ["Block 1 alone: each main effect is aliased with two-factor interactions: "
                 + "; ".join(f"{k} = {k} {' '.join(v)}" for k, v in aliases.items()) + ".", ""]
@@ -230,15 +266,149 @@ def main_effects(scores: dict) -> list[str]:
     return out
 
 
-def render() -> str:
-    rows = screened_rows()
+def assess(rows: list[dict], anchors: dict) -> dict:
+    """Every number and decision the score renders, from the screened ``rows`` and block M's
+    committed ``anchors`` (``anchor_seeds()``): scores, drift, block M, the choice, the gate."""
     bad = drift(rows)
-    seeds = {**anchor_seeds(), **by_cell(rows)}
-    scores = {name: score(s) for name, s in seeds.items()}
+    drifted, numbers, held_out = bool(bad), design.paper_numbers(), design.held_out()
+    screened = {**anchors, **by_cell(rows)}
+    scores = {name: score(s) for name, s in screened.items()}
     # after drift the committed anchors are not comparable (DESIGN.md section 3): listed, not ranked
-    stale = {"none", "every-4d"} if bad else set()
+    stale = {"none", "every-4d"} if drifted else set()  # every-2048 "stays committed and is marked so"
     table = [dict(name=n, within=s["within"] if not s["missing"] and n not in stale else -1,
                   mean_abs_diff=s["mean_abs_diff"], changed=changed(n)) for n, s in scores.items()]
+    best, m_waiting = decide.block_m_best(scores, drifted)
+    c2 = decide.c2_plan(best, m_waiting)
+    second = {n: decide.score_cells(v, numbers, design.SCREENING)["cells"]
+              for n, v in by_cell(rows, seeds=design.CLOSE_CALL_SEEDS).items()}
+    ranked = [t for t in design.rank(table) if t["within"] >= 0]
+    choice = decide.choice(ranked, scores, second, numbers, decide.waiting_for(scores, drifted, c2))
+    held_seeds = by_cell(rows, held_out)
+    held = {n: decide.score_cells(v, numbers, held_out) for n, v in held_seeds.items()}
+    gate = decide.gate(choice["chosen"], held, "a-every-4d" if drifted else None)
+    full = {**screened.get(gate["final"], {}), **held_seeds.get(gate["final"], {})}
+    return dict(rows=rows, bad=bad, drifted=drifted, scores=scores, stale=stale, table=table, best=best,
+                m_waiting=m_waiting, c2=c2, second=second, choice=choice, held=held, gate=gate,
+                targets=decide.targets(full, numbers) if gate["final"] else None)
+
+
+def _w(s: dict | None) -> str:
+    return "-" if s is None else f"{s['within']} ({s['wmax']} + {s['wmean']}) of {s['comparisons']}"
+
+
+def _signed(x, fmt: str = "+d") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def block_m_lines(state: dict) -> list[str]:
+    """Section 7's 'MLP levels: block M's differences at defaults' and block M's best level."""
+    scores, ref = state["scores"], state["scores"].get("f01")
+    rows = [r for r in decide.block_m_rows(state["drifted"]) if r["name"] in scores or r["usable"]]
+    out = ["Every factor at its default, the MLP level varied (one factor at a time); differences are "
+           "from `last-4d` (`f01`), in W and D only between complete combinations, per cell where both have "
+           "all 5 seeds." + (" The drift check tripped (section 3, log): `none` and `every-4d` are their "
+                             "reruns here (`a-none`, `a-every-4d`); the committed ones are shown, not used, and "
+                             "`every-2048` is only the committed torch-encoder seeds, from another machine." if
+                             state["drifted"] else ""), "",
+           "| MLP level | combination | source | W (max + mean) | D | complete | W - last-4d (max + mean) | "
+           "D - last-4d |", "|---|---|---|--:|--:|---|--:|--:|"]
+    diffs = {}
+    for r in rows:
+        s = scores.get(r["name"])
+        done = "not run" if s is None else "yes" if not s["missing"] else f"no ({s['missing']} of 14 cells missing)"
+        source = r["source"] + (", incomplete" if s is None or s["missing"] else "")
+        d = decide.differences(s, ref) if s is not None and ref is not None and r["name"] != "f01" else None
+        if d is not None:
+            diffs[f"{r['level']}: {r['name']}" + ("" if r["usable"] else " (not comparable)")] = d
+        dw = ("(reference)" if r["name"] == "f01" else "-" if d is None or d["within"] is None
+              else f"{d['within']:+d} ({d['wmax']:+d} + {d['wmean']:+d})")
+        out.append(f"| {r['level']} | {r['name']} | {source} | {_w(s)} | "
+                   f"{'-' if s is None else format(s['mean_abs_diff'], '.2f')} | {done} | {dw} | "
+                   f"{'-' if d is None else _signed(d['mean_abs_diff'], '+.2f')} |")
+    out += ["", "Per cell, in points (max / mean minus `last-4d`'s):", "",
+            "| cell (case, n, layers, PE, d_token) | " + " | ".join(diffs) + " |", "|---|" + "--:|" * len(diffs)]
+    for cell in design.SCREENING:
+        out.append(f"| {cell} | " + " | ".join(f"{d['cells'][cell][0]:+.2f} / {d['cells'][cell][1]:+.2f}"
+                                             if cell in d["cells"] else "-" for d in diffs.values()) + " |")
+    best = (f"**{state['best']}** (`design.rank` over the usable levels, all complete)" if state["best"] else
+            "waiting for: " + ", ".join(state["m_waiting"]))
+    return out + ["", f"Block M's best level: {best}."]
+
+
+def composed_lines(state: dict) -> list[str]:
+    try:
+        effects = w_effects(state["scores"])
+    except ValueError as e:
+        return [f"Not yet: {e}. `score.py --compose` writes `c1` and `c2` once they are."]
+    levels = design.composed(effects)
+    kind, what = state["c2"]
+    return ["Levels by `design.composed` over the main effects on W (a tie keeps the default): "
+            + ", ".join(f"{k} {'+' if levels[k] == 1 else '-'} ({effects[k]:+.2f})" for k in design.LETTERS) + ".",
+            "`c1`: these under last-4d; `c2`: " + (f"these under {what}." if kind == "write" else what + "."),
+            "Written by `score.py --compose`."]
+
+
+def choice_lines(state: dict) -> list[str]:
+    ch, scores = state["choice"], state["scores"]
+    out = [f"Leader by the declared order over the complete, comparable candidates: {ch['leader'] or 'none yet'}."]
+    if ch["call"] is not None:
+        (a, b), cells = ch["call"]["names"], ch["call"]["cells"]
+        differing = ", ".join(map(str, cells)) or "none (nothing to rerun; the seeds 0-4 order stands)"
+        out += ["", f"Close call (section 6.3): {a} (W {scores[a]['within']}, D {scores[a]['mean_abs_diff']:.2f}) and "
+                f"{b} (W {scores[b]['within']}, D {scores[b]['mean_abs_diff']:.2f}) are within {decide.CLOSE} in W. "
+                f"Cells where their within-5 verdicts differ: {differing}."]
+        res = ch["resolved"]
+        if res is None:
+            out.append(f"Waiting for seeds 5-9 of both on those cells (`score.py --close-call` writes "
+                       f"`{a}{design.CLOSE_CALL_SUFFIX}`, `{b}{design.CLOSE_CALL_SUFFIX}`).")
+        elif res["scores"]:
+            out += ["", "| combination | W over both replicates | of | D |", "|---|--:|--:|--:|"]
+            out += [f"| {n} | {res['scores'][n]['within']} | {res['scores'][n]['comparisons']} | "
+                    f"{res['scores'][n]['mean_abs_diff']:.2f} |" for n in res["order"]]
+            out += ["", f"Re-ranked by W, then D, over those cells: {' before '.join(res['order'])}."]
+    out += ["", f"**Chosen: {ch['chosen']}.**" if ch["chosen"] else
+            "Chosen: waiting for: " + ", ".join(ch["waiting"] or ["the close call's replicates"]) + "."]
+    return out
+
+
+def gate_lines(state: dict) -> list[str]:
+    g, n = state["gate"], len(design.held_out())
+    ref = g["reference"]
+    out = [("The drift check tripped, so the chosen combination is compared with mlp-4x's held-out cells "
+            f"retrained in this store (`{ref}`, `design.write_tables`); the declared {decide.DECLARED_MLP4X['within']} "
+            f"of 96 (D {decide.DECLARED_MLP4X['mean_abs_diff']:.2f}), from the committed reports, is printed "
+            "beside it and not used." if state["drifted"] else
+            "The chosen combination is compared with mlp-4x's declared held-out score.")
+           + " It replaces mlp-4x iff its W is greater, or equal with a smaller D.", "",
+           f"| combination | W (max + mean) of {2 * n} | D | cells missing |", "|---|--:|--:|--:|"]
+    call, held = state["choice"]["call"], state["held"]
+    shown = [] if g["chosen"] in (None, ref) else [(g["chosen"], "chosen")]
+    shown += [] if ref == "every-4d" else [(ref, "mlp-4x retrained here")]
+    shown += [(n, "runner-up: reported, never used to switch") for n in (call or {}).get("names", ())
+              if g["chosen"] and n != g["chosen"] and n in held]
+    for name, note in shown:
+        s = held.get(name)
+        out.append(f"| {name} ({note}) | {_w(s)} | {'-' if s is None else format(s['mean_abs_diff'], '.2f')} | "
+                   f"{'not run' if s is None else s['missing']} |")
+    d = decide.DECLARED_MLP4X
+    out.append(f"| mlp-4x, declared (committed reports) | {d['within']} of {d['comparisons']} | "
+               f"{d['mean_abs_diff']:.2f} | 0 |")
+    text = {"waiting": "waiting for: " + ", ".join(g["waiting"]),
+            "mlp-4x itself": f"the choice is mlp-4x itself ({g['chosen']}): nothing to confirm",
+            "replace": f"{g['chosen']} replaces mlp-4x", "keep": f"{g['chosen']} does not beat {ref}: mlp-4x stays"}
+    out += ["", f"Decision: {text[g['decision']]}."]
+    if state["targets"]:
+        out += ["", f"Target (section 6.6, issue 28) under the final choice, {g['final']}, over both full "
+                "tables (screening + held-out; maxima within 5 points; reported, never used to choose):", "",
+                "| table | maxima within 5 | cells with 5 seeds | target | shortfall |", "|---|--:|--:|--:|--:|"]
+        out += [f"| {t} | {v['within']} of {v['cells']} | {v['with_results']} | {v['target']} of {v['cells']} | "
+                f"{v['shortfall']} |" for t, v in state["targets"].items()]
+    return out
+
+
+def render(state: dict | None = None) -> str:
+    state = assess(screened_rows(), anchor_seeds()) if state is None else state
+    scores, stale, bad = state["scores"], state["stale"], state["bad"]
     lines = ["# The screen scored on its 14 screening cells", "",
              "Written by `.venv/bin/python experiments/readings/screen/score.py` (DESIGN.md sections 5-7) "
              "from the study's store and its committed `seeds.csv`; anchors from committed files "
@@ -248,7 +418,7 @@ def render() -> str:
              "anchor after drift) is listed last, unranked, with the cells it has.", "",
              "| rank | combination | levels A U O R I P S K | MLP | W (max + mean) of 28 | D | cells missing |",
              "|--:|---|---|---|--:|--:|--:|"]
-    for i, t in enumerate(design.rank(table), 1):
+    for i, t in enumerate(design.rank(state["table"]), 1):
         s, name = scores[t["name"]], t["name"]
         if name in ANCHORS:
             levels, mlp = "- " * 7 + "-", name + (" (committed; not comparable: drift)" if name in stale else
@@ -257,15 +427,59 @@ def render() -> str:
             lv, mlp = design._declared(name)
             levels = " ".join("+" if lv[k] == 1 else "-" for k in design.LETTERS)
         lines.append(f"| {i if t['within'] >= 0 else '-'} | {name} | {levels} | {mlp} | "
-                     f"{s['within']} ({s['wmax']} + {s['wmean']}) of {s['comparisons']} | {s['mean_abs_diff']:.2f} | "
-                     f"{s['missing']} |")
-    f01 = sum(1 for r in rows if r["combination"] == "f01" and int(r["n_layers"]) == 1)
+                     f"{_w(s)} | {s['mean_abs_diff']:.2f} | {s['missing']} |")
+    f01 = sum(1 for r in state["rows"] if r["combination"] == "f01" and int(r["n_layers"]) == 1
+              and int(r["seed"]) in design.SEEDS)
     lines += ["", "## Drift check", "",
               f"f01's one-layer seeds found: {f01} of 45; differing from seeds.csv by more than "
               f"{DRIFT_POINTS} points: {len(bad)}." + ("" if not bad else " The anchors are not comparable "
                                                        "(DESIGN.md section 3): rerun them before choosing."),
-              *[f"- {b}" for b in bad], "", "## Main effects", "", *main_effects(scores), ""]
+              *[f"- {b}" for b in bad], "", "## MLP levels: block M's differences at defaults", "",
+              *block_m_lines(state), "", "## Main effects", "", *main_effects(scores), "",
+              "## Composed combinations", "", *composed_lines(state), "", "## Choice (section 6.1-6.3)", "",
+              *choice_lines(state), "", "## Confirmation on the 48 held-out cells (section 6.4-6.6)", "",
+              *gate_lines(state), ""]
     return "\n".join(lines)
+
+
+def compose(scores: dict, c2: tuple[str, str]) -> list[str]:
+    """``--compose``: writes ``c1`` (the composed levels under last-4d) and, where block M's best
+    level calls for it, ``c2`` (``decide.c2_plan``); refuses, naming what is missing, before both
+    blocks are complete, and refuses to rewrite a folder declared with other levels."""
+    try:
+        levels = design.composed(w_effects(scores))
+    except ValueError as e:
+        raise SystemExit(f"score.py --compose: {e}") from None
+    out = []
+    for name, (kind, what) in (("c1", ("write", design.FRACTION_MLP)), ("c2", c2)):
+        if kind != "write":
+            out.append(f"{name}: not written: {what}")
+            continue
+        path = design.HERE / name / "levels.csv"
+        if path.is_file() and design._declared(name) != (levels, what):
+            raise SystemExit(f"score.py --compose: {path.parent.name}/levels.csv declares "
+                             f"{design._declared(name)}, not {(levels, what)}; nothing written")
+        design.write_folder(name, levels, what)
+        out.append(f"{name}: {' '.join('+' if levels[k] == 1 else '-' for k in design.LETTERS)} under {what}")
+    return out
+
+
+def close_call_folders(choice: dict) -> list[str]:
+    """``--close-call``: writes ``<name>-s59`` for both of the top two (their differing cells,
+    seeds 5-9) once every candidate is in; refuses otherwise, saying why."""
+    if choice["waiting"]:
+        raise SystemExit("score.py --close-call: the top two are not known yet; waiting for: "
+                         + ", ".join(choice["waiting"]))
+    call = choice["call"]
+    if call is None:
+        raise SystemExit(f"score.py --close-call: no close call (the top two differ by more than {decide.CLOSE} in W)")
+    if not call["cells"]:
+        return ["close call: no cell's verdicts differ, nothing to rerun; the seeds 0-4 order stands"]
+    committed = [n for n in call["names"] if n in ANCHORS]
+    if committed:
+        raise SystemExit(f"score.py --close-call: {committed} are committed anchors, not combinations of this "
+                         "store; their reruns go to their own machine (every-2048's two-layer cells: the GPU)")
+    return [str(design.write_close_call(n, call["cells"]).relative_to(design.HERE)) for n in call["names"]]
 
 
 def plateau(name: str) -> str:
@@ -316,6 +530,11 @@ def main(argv=None) -> int:
         text = plateau(name)
         (HERE / f"plateau-{name}.md").write_text(text)
         print(text)
+        return 0
+    if "--compose" in argv or "--close-call" in argv:
+        state = assess(screened_rows(), anchor_seeds())
+        out = compose(state["scores"], state["c2"]) if "--compose" in argv else close_call_folders(state["choice"])
+        print("\n".join(out))
         return 0
     text = render()
     if "--check" in argv:
