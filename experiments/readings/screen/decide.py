@@ -34,6 +34,9 @@ TARGET = {"table1": (27, 30), "table2": (24, 32)}
 C2_LEVELS = ("none", "last-2048", "every-4d")
 #: the combinations that are mlp-4x itself (the committed reading and its rerun here)
 MLP4X = ("every-4d", "a-every-4d")
+#: block M's committed anchors: no replicate (seeds 5-9) or held-out run of theirs is trained in
+#: this store (every-2048's two-layer cells need the GPU or a cluster; DESIGN.md sections 1, 6.3)
+COMMITTED = ("none", "every-4d", "every-2048")
 
 
 def score_cells(seeds: dict, paper: dict, cells: list) -> dict:
@@ -175,10 +178,17 @@ def replicated(first: dict, second: dict, paper: dict, cells: list) -> dict | No
 def resolve(call: dict, first: dict, second: dict, paper: dict) -> dict | None:
     """The close call re-ranked by W, then D, over its cells' comparisons from both replicates
     (``first``/``second``: name -> cell -> (max, mean)); a tie keeps the seeds 0-4 order. None
-    while a replicate is missing a cell; with no differing cell the seeds 0-4 order stands."""
+    while a replicate is missing a cell; with no differing cell the seeds 0-4 order stands, and
+    so it does when one of the two is a committed anchor (section 6.3: its reruns go to the GPU;
+    "where none is available, the seeds 0-4 order stands and the note says so")."""
     names = call["names"]
     if not call["cells"]:
         return dict(order=list(names), scores={})
+    anchors = [n for n in names if n in COMMITTED]
+    if anchors:
+        return dict(order=list(names), scores={},
+                    note=f"{', '.join(anchors)}: a committed anchor, whose seeds 5-9 are not trained here "
+                         "(its two-layer cells need the GPU); the seeds 0-4 order stands (DESIGN.md 6.3)")
     got = {n: replicated(first[n], second.get(n, {}), paper, call["cells"]) for n in names}
     if any(v is None for v in got.values()):
         return None
@@ -224,7 +234,9 @@ def gate(chosen: str | None, held: dict, reference: str | None, waiting: list[st
         return out
     for name in (chosen, reference):
         if name is not None and not complete(held, name):
-            out["waiting"].append(shortness(held, name, len(design.held_out()), "'s held-out cells"))
+            why = (" (a committed anchor: its held-out cells are not in this store and design.write_tables "
+                   "cannot write them; every-2048's need the GPU)") if name in COMMITTED else ""
+            out["waiting"].append(shortness(held, name, len(design.held_out()), "'s held-out cells") + why)
     if out["waiting"]:
         return out
     c, r = out["chosen_score"], out["reference_score"]

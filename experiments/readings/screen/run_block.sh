@@ -34,6 +34,6 @@ export PYTHONPATH="$pinned"
 store=experiments/readings/screen/results/store.sqlite
 for name in $names; do
   echo "== $name $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg) code ${PIN:0:12}"
-  .venv/bin/interp sweep "experiments/readings/screen/$name" --store "$store" --workers "$workers"
+  .venv/bin/interp sweep "experiments/readings/screen/$name" --store "$store" --workers "$workers" --save-every 180
   .venv/bin/interp report "experiments/readings/screen/$name" --store "$store"
 done

@@ -76,7 +76,8 @@ def screened_rows() -> list[dict]:
         from interp.sweeps import store
 
         df = store.read(STORE)
-        done = {} if df.empty else {r["name"]: r for _, r in df[df.status == "ok"].iterrows()}
+        # as `interp report` counts (DESIGN.md section 5): a failed run with its final accuracy
+        done = {} if df.empty else {r["name"]: r for _, r in df[df.accuracy.notna()].iterrows()}
         for name in names():
             for c in _all_configs(name):
                 if (r := done.get(c.name())) is not None:
@@ -154,18 +155,28 @@ def changed(name: str) -> int:
     return sum(v == 1 for v in levels.values()) + int(mlp != "every-4d")
 
 
+def drift_rows(rows: list[dict]) -> list[dict]:
+    """The drift check's seeds (section 3): ``f01``'s 9 one-layer screening cells, seeds 0-4 (not
+    a close call's seeds 5-9, not the held-out cells)."""
+    return [r for r in rows if r["combination"] == "f01" and int(r["n_layers"]) == 1
+            and _cell(r) in design.SCREENING and int(r["seed"]) in design.SEEDS]
+
+
+def mlp4x_seeds() -> dict[str, float]:
+    """mlp-4x's committed seeds (experiments/readings/seeds.csv): run name -> accuracy %."""
+    return {r["run"]: float(r["accuracy_pct"]) for r in _readings_score().csv_rows() if r["reading"] == "mlp-4x"}
+
+
 def drift(rows: list[dict]) -> list[str]:
     """f01's one-layer seeds against mlp-4x's committed seeds of the same runs."""
-    readings_score = _readings_score()
-    anchor = {r["run"]: float(r["accuracy_pct"]) for r in readings_score.csv_rows() if r["reading"] == "mlp-4x"}
+    anchor = mlp4x_seeds()
     lines = []
-    for r in rows:
-        if r["combination"] == "f01" and int(r["n_layers"]) == 1:
-            if r["run"] not in anchor:
-                lines.append(f"{r['run']} {_cell(r)} seed {r['seed']}: not in seeds.csv (not the same run)")
-            elif abs(float(r["accuracy_pct"]) - anchor[r["run"]]) > DRIFT_POINTS:
-                lines.append(f"{r['run']} {_cell(r)} seed {r['seed']}: {float(r['accuracy_pct']):.2f} here, "
-                             f"{anchor[r['run']]:.2f} in seeds.csv")
+    for r in drift_rows(rows):
+        if r["run"] not in anchor:  # not the check's business: the 45 runs are mlp-4x's by name
+            continue
+        if abs(float(r["accuracy_pct"]) - anchor[r["run"]]) > DRIFT_POINTS:
+            lines.append(f"{r['run']} {_cell(r)} seed {r['seed']}: {float(r['accuracy_pct']):.2f} here, "
+                         f"{anchor[r['run']]:.2f} in seeds.csv")
     return lines
 
 
@@ -246,7 +257,9 @@ def main_effects(scores: dict) -> list[str]:
     w, d = effects(lambda s: s["within"]), effects(lambda s: s["mean_abs_diff"])
     (pse_w, me_w), (pse_d, me_d) = lenth(list(w.values())), lenth(list(d.values()))
     out = [f"Over {label}: {', '.join(rows)}; effect = mean over `+` rows minus mean over `-` rows. "
-           f"Lenth over {len(columns)} contrasts, t(0.975, {len(columns)}/3): W PSE {pse_w:.2f}, margin "
+           f"Lenth over {len(columns)} contrasts, t(0.975, {len(columns)}/3)"
+           + (" (block 1's margin is not declared in DESIGN.md; the same formula)" if rows == BLOCK_1 else "")
+           + f": W PSE {pse_w:.2f}, margin "
            f"{me_w:.2f}; D PSE {pse_d:.2f}, margin {me_d:.2f}. `*`: active (per cell: that column's own margin).", ""]
     if rows == BLOCK_1:
         aliases, _ = design.alias_chains()
@@ -287,7 +300,7 @@ def assess(rows: list[dict], anchors: dict) -> dict:
     held = {n: decide.score_cells(v, numbers, held_out) for n, v in held_seeds.items()}
     gate = decide.gate(choice["chosen"], held, "a-every-4d" if drifted else None)
     full = {**screened.get(gate["final"], {}), **held_seeds.get(gate["final"], {})}
-    return dict(rows=rows, bad=bad, drifted=drifted, scores=scores, stale=stale, table=table, best=best,
+    return dict(rows=rows, bad=bad, anchor_runs=set(mlp4x_seeds()), drifted=drifted, scores=scores, stale=stale, table=table, best=best,
                 m_waiting=m_waiting, c2=c2, second=second, choice=choice, held=held, gate=gate,
                 targets=decide.targets(full, numbers) if gate["final"] else None)
 
@@ -361,6 +374,8 @@ def choice_lines(state: dict) -> list[str]:
         if res is None:
             out.append(f"Waiting for seeds 5-9 of both on those cells (`score.py --close-call` writes "
                        f"`{a}{design.CLOSE_CALL_SUFFIX}`, `{b}{design.CLOSE_CALL_SUFFIX}`).")
+        elif res.get("note"):
+            out.append(f"No replicate: {res['note']}.")
         elif res["scores"]:
             out += ["", "| combination | W over both replicates | of | D |", "|---|--:|--:|--:|"]
             out += [f"| {n} | {res['scores'][n]['within']} | {res['scores'][n]['comparisons']} | "
@@ -428,10 +443,11 @@ def render(state: dict | None = None) -> str:
             levels = " ".join("+" if lv[k] == 1 else "-" for k in design.LETTERS)
         lines.append(f"| {i if t['within'] >= 0 else '-'} | {name} | {levels} | {mlp} | "
                      f"{_w(s)} | {s['mean_abs_diff']:.2f} | {s['missing']} |")
-    f01 = sum(1 for r in state["rows"] if r["combination"] == "f01" and int(r["n_layers"]) == 1
-              and int(r["seed"]) in design.SEEDS)
+    found = drift_rows(state["rows"])
+    same = sum(r["run"] in state["anchor_runs"] for r in found)
     lines += ["", "## Drift check", "",
-              f"f01's one-layer seeds found: {f01} of 45; differing from seeds.csv by more than "
+              f"f01's one-layer seeds found: {len(found)} of 45, {same} of them mlp-4x's runs by name in "
+              f"seeds.csv; differing from seeds.csv by more than "
               f"{DRIFT_POINTS} points: {len(bad)}." + ("" if not bad else " The anchors are not comparable "
                                                        "(DESIGN.md section 3): rerun them before choosing."),
               *[f"- {b}" for b in bad], "", "## MLP levels: block M's differences at defaults", "",
@@ -477,8 +493,8 @@ def close_call_folders(choice: dict) -> list[str]:
         return ["close call: no cell's verdicts differ, nothing to rerun; the seeds 0-4 order stands"]
     committed = [n for n in call["names"] if n in ANCHORS]
     if committed:
-        raise SystemExit(f"score.py --close-call: {committed} are committed anchors, not combinations of this "
-                         "store; their reruns go to their own machine (every-2048's two-layer cells: the GPU)")
+        return [f"close call: {', '.join(committed)} is a committed anchor, not a combination of this store; "
+                "nothing written, the seeds 0-4 order stands (DESIGN.md 6.3)"]
     return [str(design.write_close_call(n, call["cells"]).relative_to(design.HERE)) for n in call["names"]]
 
 
