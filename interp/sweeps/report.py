@@ -241,6 +241,11 @@ def _env(text) -> str:
     parts = [f"{env.get('cpus')} cpus", f"torch {env.get('torch')}"]
     if env.get("MKL_CBWR"):
         parts.append(f"MKL_CBWR={env['MKL_CBWR']}")
+    # what decides a run's bits besides the config (readings/screen/DESIGN.md, section 9)
+    if env.get("cpu_model"):
+        parts.append(env["cpu_model"] + (f" (MKL branch {env['mkl_branch']})" if env.get("mkl_branch") else ""))
+    if env.get("code"):
+        parts.append(f"code {env['code'][:12]}" + ("+dirty" if env["code"].endswith("+dirty") else ""))
     if env.get("device") not in (None, "cpu"):
         parts.append(f"device {env['device']}" + (f" ({env['gpu']})" if env.get("gpu") else ""))
     if env.get("load_average"):

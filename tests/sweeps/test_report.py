@@ -7,6 +7,7 @@ the csv module, PNG files checked by their signature.
 from __future__ import annotations
 
 import csv
+import json
 import math
 import shutil
 import textwrap
@@ -167,3 +168,10 @@ def test_regenerate_line_names_a_store_other_than_the_default(filled, tmp_path):
     text = report.write(filled, store=moved, out=tmp_path / "b").markdown.read_text()
     assert f"--store {moved}`." in text.split("Regenerate with")[1]
     assert "**8 of 12 runs are in the store**" in text
+
+
+def test_the_log_names_the_cpu_mkl_branch_and_code_that_trained_the_runs():
+    env = dict(cpus=2, torch="2.13.0", MKL_CBWR="AUTO", cpu_model="Intel(R) Xeon(R)", mkl_branch=2,
+               code="9996044ffff49cd919294a3e6ab8f7c5036dd695+dirty", load_average=[0.5, 0, 0])
+    assert report._env(json.dumps(env)) == ("2 cpus, torch 2.13.0, MKL_CBWR=AUTO, Intel(R) Xeon(R) (MKL branch 2), "
+                                            "code 9996044ffff4+dirty, load at start 0.5")
