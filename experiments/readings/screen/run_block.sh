@@ -27,6 +27,7 @@ done
 [ -n "$names" ] || { echo "usage: run_block.sh 1|2|M|NAME... [-w WORKERS]" >&2; exit 2; }
 pinned="${TMPDIR:-/tmp}/interp-screen-${PIN:0:12}"
 if [ ! -d "$pinned/interp" ]; then
+  git worktree prune  # a worktree whose folder went with an earlier session's /tmp
   git worktree add --detach "$pinned" "$PIN" >/dev/null
 fi
 export PYTHONPATH="$pinned"
