@@ -269,9 +269,7 @@ def bench_claims() -> list[Claim]:
     peak = re.search(r"all configs\): ([\d.]+ GiB)", (EXP / "bench" / "results.md").read_text())[1]
     cell = next(r for r in cpu if "issue 27" in r["config"])
     timing = (TODAY / "timing.md").read_text()
-    runs = {r["table"]: r for r in md_tables(TODAY / "timing.md")[0]}
-    both = re.search(r"Both tables: ([\d.]+) min wall against the (\d+)-minute target \(missed by ([\d.]+) min\)",
-                     timing)
+    runs, both = tables_time(TODAY)
     chosen = re.search(r"Both tables: ([\d.]+) CPU-minutes, so at best ([\d.]+) min wall on 2 cores against the "
                        r"(\d+)-minute target \(missed by ([\d.]+) min\)", timing)
     t1, t2 = runs["table1"], runs["table2"]
@@ -293,12 +291,17 @@ def bench_claims() -> list[Claim]:
     ]
 
 
+def tables_time(folder: Path) -> tuple[dict, re.Match]:
+    """A ``tables_cpu.py`` timing.md: its per-table rows and the both-tables line (wall, target, miss)."""
+    text = (folder / "timing.md").read_text()
+    both = re.search(r"Both tables: ([\d.]+) min wall against the (\d+)-minute target \(missed by ([\d.]+) min\)",
+                     text)
+    return {r["table"]: r for r in md_tables(folder / "timing.md")[0]}, both
+
+
 def retime_claims() -> list[Claim]:
     """The attention-only tables re-timed on idle cores (``tables-cpu-2/timing.md``)."""
-    timing = (RETIME / "timing.md").read_text()
-    runs = {r["table"]: r for r in md_tables(RETIME / "timing.md")[0]}
-    both = re.search(r"Both tables: ([\d.]+) min wall against the (\d+)-minute target \(missed by ([\d.]+) min\)",
-                     timing)
+    runs, both = tables_time(RETIME)
     cpu = sum(float(r["process CPU (min, all runs)"]) for r in runs.values())
     t1, t2 = runs["table1"], runs["table2"]
     return [Claim("tables-retime", f"Table 1's {t1['runs']} runs took {t1['wall (min)']} min and Table 2's "
