@@ -2,7 +2,9 @@
 
 Reads every committed per-seed accuracy: the per-cell lines of the sweeps' reports
 (``experiments/**/report.md``, the column "per-seed accuracy (seed: %)"; not
-``experiments/bench/``, whose reports re-time the same cells of Tables 1-2) and
+``experiments/bench/``, whose reports re-time the same cells of Tables 1-2, and not
+``experiments/readings/screen/``, whose sweeps set the paper's unstated training choices off
+the shipped defaults and whose reports grow while the screen runs) and
 ``experiments/readings/seeds.csv``. A cell is *bimodal* when, by the rule of
 ``interp analyze-sweep`` (:func:`interp.inspect.analysis.classify`), some seed succeeds
 (accuracy >= 99%) and some seed failed (accuracy < max(2/n, 5%), near chance 1/n); cells at
@@ -71,7 +73,7 @@ def _cells_of_seeds_csv(path: Path):
 def bimodal_cells(root: Path = ROOT) -> list[dict]:
     """Every bimodal cell of the committed per-seed results, best first (module docstring)."""
     sources = [(p, _title(p), _cells_of_report(p)) for p in sorted((root / "experiments").rglob("report.md"))
-               if "results" not in p.parts and "bench" not in p.relative_to(root).parts]
+               if not {"results", "bench", "screen"} & set(p.relative_to(root).parts)]
     seeds_csv = root / "experiments" / "readings" / "seeds.csv"
     sources.append((seeds_csv, "per-seed results of the readings", _cells_of_seeds_csv(seeds_csv)))
     found = []
