@@ -14,7 +14,7 @@ full: $(STAMP)  ## the paper's Tables 1 and 2
 
 test: $(STAMP) chromium  ## the test suite (what CI runs); the layout check first, it fails fast
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_layout.py
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n logical --dist loadfile  # one worker per core; a file stays on one
 
 FAST := tests/test_layout.py tests/core/test_tasks.py tests/core/test_constructions.py tests/training/test_smoke.py
 test-fast: $(STAMP)  ## before every commit (< 60 s): layout, tasks, constructions at small n, 50 training steps

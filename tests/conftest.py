@@ -1,3 +1,4 @@
+import os
 import warnings
 
 import pytest
@@ -13,6 +14,8 @@ def _deterministic():
 def pytest_configure(config):
     # Only TransformerLens's own HookedTransformer deprecation warning is silenced (pyproject).
     warnings.filterwarnings("default")
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs one worker per core (xdist):
+        torch.set_num_threads(1)  # each on one intra-op thread, or the workers' threads contend
 
 
 @pytest.fixture

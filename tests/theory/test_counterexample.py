@@ -199,8 +199,9 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def _fit(n, heads, tokens, answers, *, seed, steps, lr, d=16):
-    """A one-layer attention-only case-5 model with ``heads`` heads fitted by Adam to the inputs."""
+def _fit(n, heads, tokens, answers, *, seed, steps, lr, d=16, until=None):
+    """A one-layer attention-only case-5 model with ``heads`` heads fitted by Adam to the inputs
+    (``until``, optional: stop once ``until(model)`` holds, asked every 50 steps)."""
     import torch.nn.functional as F
     from transformer_lens import HookedTransformer
 
@@ -212,11 +213,13 @@ def _fit(n, heads, tokens, answers, *, seed, steps, lr, d=16):
     torch.manual_seed(seed)
     runs._pytorch_init(model)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
+    for step in range(1, steps + 1):
         loss = F.cross_entropy(model(tokens)[:, -1], answers)
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if until is not None and step % 50 == 0 and until(model):
+            break
     return model
 
 
@@ -269,10 +272,14 @@ def test_two_heads_can_exceed_75_percent(one_thread):
         with torch.no_grad():
             return float((model(tokens)[:, -1].argmax(-1) == answers).float().mean())
 
-    two = [_fit(3, 2, tokens, answers, seed=s, steps=2000, lr=0.01, d=32) for s in range(3)]
-    best = max(two, key=acc)
-    assert acc(best) > 0.75
-    assert check_bound(best).families_all_right > 0
+    # seeds in turn until one fits every input (seed 0 does within 100 steps; seeds 1 and 2 stay
+    # at 71% and 54% through 2,000): all right puts every family right, beyond the 3-in-4 bound
+    for s in range(3):
+        two = _fit(3, 2, tokens, answers, seed=s, steps=2000, lr=0.01, d=32, until=lambda m: acc(m) == 1.0)
+        if acc(two) == 1.0:
+            break
+    assert acc(two) == 1.0  # every input right: above the 3-in-4 bound one head keeps
+    assert check_bound(two).families_all_right > 0
     one = [_fit(3, 1, tokens, answers, seed=s, steps=2000, lr=0.01, d=32) for s in range(2)]
     assert all(acc(m) <= 0.75 and check_bound(m).families_all_right == 0 for m in one)
 
