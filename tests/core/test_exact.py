@@ -74,27 +74,24 @@ def _ulp(x: torch.Tensor) -> torch.Tensor:
 
 def _perturbed_predictions(model, tokens, slot: torch.Tensor, ulps: int) -> torch.Tensor:
     """Predictions with the last layer's final-row score at key position ``slot`` [batch] moved
-    by ``ulps`` ulps, before the attention mode reads the scores (a prepended hook);
-    ``_tl_chunk`` inputs per forward."""
+    by ``ulps`` ulps, before the attention mode reads the scores (a prepended hook), through
+    :func:`_tl_predictions`' chunks (the hook takes each chunk's slots in turn)."""
     last = model.cfg.n_layers - 1
     hp = model.blocks[last].attn.hook_attn_scores
-    chunk_slot = []  # the slots of the chunk being run
+    done = [0]  # inputs the hook has seen: the next chunk's slots start there
 
     def move(scores, hook):
         scores = scores.clone()
         rows = torch.arange(scores.shape[0])
-        s = scores[rows, 0, -1, chunk_slot[0]]
-        scores[rows, 0, -1, chunk_slot[0]] = s + ulps * _ulp(s)
+        at = slot[done[0] : done[0] + len(rows)]
+        done[0] += len(rows)
+        s = scores[rows, 0, -1, at]
+        scores[rows, 0, -1, at] = s + ulps * _ulp(s)
         return scores
 
     hp.add_hook(move, prepend=True)
     try:
-        out, c = [], _tl_chunk(tokens)
-        with torch.inference_mode():
-            for t, sl in zip(tokens.split(c), slot.split(c)):
-                chunk_slot[:] = [sl]
-                out.append(model(t)[:, -1].argmax(-1))
-        return torch.cat(out)
+        return _tl_predictions(model, tokens)
     finally:
         model.reset_hooks()  # removes the temporary hook; the mode's permanent hooks stay
 
