@@ -49,7 +49,7 @@ from pathlib import Path
 from interp.core import tasks
 from interp.inspect import analysis, labels
 from interp.inspect.atlas_figures import figures, mix, panels
-from interp.inspect.atlas_predictions import ATTN, number, predictions
+from interp.inspect.atlas_predictions import ATTN, number, predictions, shared_readings
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +217,10 @@ def predictions_markdown(preds: list[dict], shown: int = 10) -> list[str]:
     lines = ["| prediction | verdict | numbers |", "|---|---|---|"]
     lines += [f"| **{p['name']}** {p['claim']} | {p['verdict']} | {_numbers_text(p['numbers'])} |"
               for p in preds]
+    lines += ["", "How the predictions read their declarations (`interp/inspect/atlas_predictions.py`, "
+              "fixed before the first atlas run); shared by all:", ""]
+    lines += [f"- {t}" for t in shared_readings()]
+    lines += [""] + [f"- {p['name']}: {p['reading']}" for p in preds if p.get("reading")]
     for p in preds:
         if p["offending"]:
             more = len(p["offending"]) - shown

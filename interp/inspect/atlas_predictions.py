@@ -15,13 +15,21 @@ Readings shared by every prediction, the most literal ones:
   untested only when its population is empty.
 * A grouping names the fields it groups by; the fields it does not name are pooled (e.g. P8's
   cells are (n, d_token, architecture): the layers are pooled, which changes nothing on either
-  grid, where cases 2-3 run at one layer only).
+  grid, where cases 2-3 run at one layer only). Two readings keep one depth apart, stated in
+  their own words: P4's d_min and P9's rows (the full grid's two-layer case 4 is another model).
+* A size stated in successful seeds ("untested below 30 successful seeds") counts the measured
+  ones: a successful seed without its checkpoint is ``unmeasured`` and carries no label, so it
+  can neither confirm nor refute; how many were left out is in the numbers.
+* A run whose training failed has no accuracy and the outcome ``failed``: it counts as a seed
+  run without a success (P8's "of 5", P9's widths run); P5, which compares accuracies, leaves
+  it out.
 * Fractions are compared exactly (:class:`fractions.Fraction`), so 1 of 20 is ">= 5%".
 """
 
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 VERDICTS = ("confirmed", "refuted", "untested")
@@ -97,6 +105,25 @@ def result(name: str, claim: str, verdict: str, numbers: dict, offending=(), rea
                 offending=list(offending), reading=reading)
 
 
+def _plain(text: str) -> str:
+    """Docstring text as one line of markdown: whitespace folded, reST roles and double
+    backticks made single code spans."""
+    return re.sub(r":\w+:`", "`", " ".join(text.split()).replace("``", "`"))
+
+
+def reading(prediction) -> str:
+    """How ``prediction`` (one of :data:`PREDICTIONS`) reads its declaration: its docstring
+    after the quoted declaration (the paragraphs that follow it), as one line of markdown."""
+    doc = (prediction.__doc__ or "").strip().split("\n\n")
+    return _plain(" ".join(doc[1:]))
+
+
+def shared_readings() -> list[str]:
+    """The readings shared by every prediction (this module's docstring), one line each."""
+    text = __doc__.split("the most literal ones:", 1)[1]
+    return [_plain(item) for item in text.split("\n* ") if item.strip()]
+
+
 # ----------------------------------------------------------------------------- P1-P9
 
 
@@ -110,7 +137,7 @@ def p1(df) -> dict:
     bad = pop[pop["label"] == "inverted"]
     verdict = "untested" if len(pop) < 30 else "refuted" if len(bad) else "confirmed"
     return result("P1", "the inverted mechanism needs f to be a permutation", verdict,
-                  {"successful any seeds": len(pop), "needed": 30, "inverted": len(bad),
+                  {"measured successful any seeds": len(pop), "needed": 30, "inverted": len(bad),
                    "unmeasured (left out)": unmeasured},
                   [seed_text(r) for _, r in bad.iterrows()])
 
@@ -129,7 +156,7 @@ def p2(df) -> dict:
             s[int(n)] = Fraction(int((sub["label"] == "mirror").sum()), len(sub))
     ns = sorted(s)
     numbers = {"s(n)": {n: round(float(s[n]), 4) for n in ns},
-               "successful seeds per n": {int(n): len(sub) for n, sub in pop.groupby("n")},
+               "measured successful seeds per n": {int(n): len(sub) for n, sub in pop.groupby("n")},
                "n with >= 5 successes": len(ns), "needed": 3, "unmeasured (left out)": unmeasured}
     drops = [(a, b, s[a] - s[b]) for a, b in zip(ns, ns[1:])]
     bad = [f"n={a} -> n={b}: s drops by {float(d):.3f}" for a, b, d in drops if d > Fraction(1, 10)]
@@ -149,7 +176,8 @@ def p3(df) -> dict:
     any such slice at >= 5%."
 
     Readings: "likewise" carries the >= 40 floor to the slice of all successful seeds; a seed
-    passes when ``qk_circle`` or ``ov_circle`` is True. A seed without a circle test (n < 4,
+    passes when ``qk_circle`` or ``ov_circle`` is True (the geometry test's verdict, which an
+    inverted circle, scores peaking opposite each target's key, does not pass). A seed without a circle test (n < 4,
     where the Definitions say the test does not apply, or unmeasured) is in no slice: counting it
     as not passing would dilute the share. Untested when no slice reaches 40 tested seeds."""
     pop = successes(df)
@@ -171,9 +199,9 @@ def p3(df) -> dict:
         if Fraction(k, len(sub)) >= Fraction(5, 100):
             bad.append(f"{name}: {k} of {len(sub)} pass: "
                        + "; ".join(seed_text(r) for _, r in sub[sub["_circle"]].iterrows()))
-    numbers = {"slices with >= 40 successful seeds": len(numbers), **numbers,
+    numbers = {"slices with >= 40 tested successful seeds": len(numbers), **numbers,
                "successful seeds without a circle test (left out)": untested_seeds}
-    verdict = ("untested" if not numbers["slices with >= 40 successful seeds"] else
+    verdict = ("untested" if not numbers["slices with >= 40 tested successful seeds"] else
                "refuted" if bad else "confirmed")
     return result("P3", "circles stay rare", verdict, numbers, bad)
 
@@ -191,12 +219,17 @@ def d_min(df, case: int, n: int) -> int:
 def p4(df) -> dict:
     """P4. "With g(case) = log2 d_min(case, 50) - log2 d_min(case, 5): predicted
     (g(2) + g(3)) / 2 < (g(1) + g(4)) / 2. Refuted if >=. Untested if fewer than 3 of the 8 d_min
-    values are <= 32." (:func:`d_min`)"""
+    values are <= 32."
+
+    Readings (:func:`d_min`): one layer only, since P4's grounds are one-layer widths and the
+    full grid's two-layer case 4 is another model; a (case, n) never run, or run without a
+    success, counts as 64 (on the full grid, which runs d_token 64, "64" also covers a first
+    success at 64). Fixed before any atlas run."""
     d = {(c, n): d_min(df, c, n) for c in (1, 2, 3, 4) for n in (5, 50)}
     g = {c: math.log2(d[c, 50]) - math.log2(d[c, 5]) for c in (1, 2, 3, 4)}
     left, right = (g[2] + g[3]) / 2, (g[1] + g[4]) / 2
     known = sum(v <= 32 for v in d.values())
-    runs = {f"case {c}, n={n}": len(_where(df, case=c, n=n, architecture=ATTN, function=PERM))
+    runs = {f"case {c}, n={n}": len(_where(df, case=c, n=n, n_layers=1, architecture=ATTN, function=PERM))
             for c, n in d}
     numbers = {"d_min": {f"case {c}, n={n}": v for (c, n), v in d.items()},
                "g": {f"case {c}": round(v, 4) for c, v in g.items()},
@@ -213,14 +246,17 @@ def p5(df) -> dict:
     grid (``permutation``). Refuted by one seed above 76%."
 
     Population: every one-layer attention-only case-5 ``permutation`` seed, whatever its
-    outcome; "above 76%" is accuracy > 0.76. No size stated: untested only when empty."""
+    outcome; "above 76%" is accuracy > 0.76. No size stated: untested only when empty. A run
+    whose training failed has no accuracy and is left out (counted in the numbers)."""
     pop = _where(df, case=5, n_layers=1, architecture=ATTN, function=PERM)
+    no_accuracy = int(pop["accuracy"].astype(float).isna().sum())
+    pop = pop[pop["accuracy"].astype(float).notna()]
     acc = pop["accuracy"].astype(float)
     bad = pop[acc > 0.76]
     verdict = "untested" if not len(pop) else "refuted" if len(bad) else "confirmed"
     return result("P5", "no one-layer attention-only case-5 seed passes 76%", verdict,
                   {"seeds": len(pop), "max accuracy": round(float(acc.max()), 4) if len(pop) else math.nan,
-                   "above 0.76": len(bad)},
+                   "above 0.76": len(bad), "without an accuracy (left out)": no_accuracy},
                   [f"{seed_text(r)}: accuracy {float(r['accuracy']):.4f}" for _, r in bad.iterrows()])
 
 
@@ -284,7 +320,7 @@ def p7(df) -> dict:
     label_low = total and Fraction(int(named.sum()), total) < Fraction(4, 5)
     keep_low = total and Fraction(keep + missing, total) < Fraction(4, 5)  # even if all missing keep
     keep_ok = total and not missing and Fraction(keep, total) >= Fraction(4, 5)
-    numbers = {"successful seeds": total, "needed": 10,
+    numbers = {"measured successful seeds": total, "needed": 10,
                "construction or inverted": f"{int(named.sum())} ({_share(int(named.sum()), total)})",
                "keep >= 0.90 with the MLP mean-ablated": f"{keep} ({_share(keep, total)})",
                "without acc_mean_mlp": missing, "unmeasured (left out)": unmeasured}
@@ -352,5 +388,6 @@ PREDICTIONS = (p1, p2, p3, p4, p5, p6, p7, p8, p9)
 
 
 def predictions(df) -> list[dict]:
-    """Every prediction of ``PREDICTIONS.md`` on the atlas table ``df``, P1 to P9."""
-    return [p(df) for p in PREDICTIONS]
+    """Every prediction of ``PREDICTIONS.md`` on the atlas table ``df``, P1 to P9, each with
+    its ``reading`` (:func:`reading`)."""
+    return [{**p(df), "reading": reading(p)} for p in PREDICTIONS]

@@ -297,6 +297,42 @@ def test_p4_and_p9_keep_one_and_two_layers_apart():
                   for d in (4, 8, 16)]  # not closed on its own: 4, 8 succeed, 16 fails
     r = ap.p9(table(closed_one + closed_two))
     assert r["numbers"]["rows with a success"] == 2 and r["numbers"]["not upward-closed"] == 1
+    # the runs P4 reports behind d_min(4, 50) are the five one-layer runs d_min read, not the two-layer one
+    assert ap.p4(table(one + two))["numbers"]["runs behind each d_min"]["case 4, n=50"] == 5
+
+
+def test_p5_leaves_out_runs_without_an_accuracy():
+    """A run whose training failed has no accuracy (NaN): it cannot confirm "no seed passes 76%"."""
+    crashed = [seed(case=5, n=5, outcome="failed", label="failed", accuracy=math.nan) for _ in range(3)]
+    r = ap.p5(table(crashed))
+    assert r["verdict"] == "untested" and r["numbers"]["without an accuracy (left out)"] == 3
+    assert ap.p5(table(crashed + [seed(case=5, n=5, outcome="partial", accuracy=0.7)]))["verdict"] == "confirmed"
+    assert ap.p5(table(crashed + [seed(case=5, n=5, outcome="partial", accuracy=0.77)]))["verdict"] == "refuted"
+
+
+def test_p2_counts_measured_successes_toward_its_five_per_n():
+    """4 measured and 1 unmeasured success at n = 10: that n has 4, below P2's 5, so only two n
+    qualify and P2 is untested; with the fifth measured it is confirmed."""
+    per_n = mirrors(3, 5, 0) + mirrors(5, 5, 2) + mirrors(10, 4, 4)
+    unmeasured = seed(case=5, n=10, n_layers=2, label="unmeasured")
+    r = ap.p2(table(per_n + [unmeasured]))
+    assert r["verdict"] == "untested" and r["numbers"]["measured successful seeds per n"][10] == 4
+    assert ap.p2(table(per_n + [dict(unmeasured, label="mirror")]))["verdict"] == "confirmed"
+
+
+def test_every_prediction_states_its_reading_and_the_atlas_prints_them():
+    """Each prediction's reading of its declaration reaches the output (atlas.md), as does every
+    shared reading, so a reader sees how an ambiguous definition was read without the code."""
+    from interp.inspect import atlas
+
+    preds = ap.predictions(table([seed()]))
+    assert all(len(p["reading"]) > 40 and "``" not in p["reading"] for p in preds)
+    assert "one layer only" in preds[3]["reading"] and "inverted circle" in preds[2]["reading"]
+    shared = ap.shared_readings()
+    assert len(shared) == 5 and shared[-1].startswith("Fractions are compared exactly")
+    text = "\n".join(atlas.predictions_markdown(preds))
+    assert all(f"- {p['name']}: {p['reading']}" in text for p in preds)
+    assert all(f"- {t}" in text for t in shared)
 
 
 def test_every_prediction_takes_a_table_without_successes():
