@@ -130,7 +130,9 @@ def mechanism(row) -> str:
       mechanism's own check): layer 0 moved each value back onto its key's position, the
       paper's construction run backwards;
     * ``construction``: QK rows peak on the diagonal, OV copies, patching the attended slot moves
-      the answer (qk_diag, ov_diag >= 0.95, follow >= 0.9);
+      the answer (qk_diag, ov_diag >= 0.95, follow >= 0.9). Where the answer goes through an
+      MLP (``mlp_role`` ``helps``/``needed``), the direct-path ``ov_diag`` is replaced by
+      ``attn_picks_slot`` >= 0.9: the attention finds the slot, the MLP reads its value out;
     * ``inverted``: QK rows have their *minimum* on the diagonal and OV writes minus the value
       (qk_anti, ov_anti >= 0.95): attention avoids the matching slot;
     * ``none``: none of these (failed seeds, or a mechanism these measures do not name).
@@ -151,7 +153,9 @@ def mechanism(row) -> str:
     if (row.get("at") == "key" and _ok(row, "mass_keypos", 0.9) and _ok(row, "acc_any", 0.9)
             and _ok(row, "follow", 0.9)):
         return "mirror"
-    if _ok(row, "qk_diag", 0.95) and _ok(row, "ov_diag", 0.95) and _ok(row, "follow", 0.9):
+    copies = _ok(row, "ov_diag", 0.95) or (row.get("mlp_role") in ("helps", "needed")
+                                           and _ok(row, "attn_picks_slot", 0.9))
+    if _ok(row, "qk_diag", 0.95) and copies and _ok(row, "follow", 0.9):
         return "construction"
     if _ok(row, "qk_anti", 0.95) and _ok(row, "ov_anti", 0.95):
         return "inverted"

@@ -19,7 +19,8 @@ from interp.sweeps import driver as sweeps, store
 from interp.training import checkpoints
 
 # case 1 at n = 3 and lr 0.01 learns in ~60 steps in some seeds and not in others (a partial
-# and two successes); case 5 at n = 3 with 60-100 steps does not: failed or partial seeds
+# and two successes), with an MLP too (so an MLP row is measured); case 5 at n = 3 with 60
+# steps does not: failed seeds
 TINY = """
 from interp.sweeps import Layout
 from interp.training.trainer import TrainConfig
@@ -28,7 +29,7 @@ common = dict(n=3, pos_embed="learned", batch_size=128, eval_batches=4, init="py
 CONFIGS = (
     [TrainConfig(case=1, d_token=8, lr=0.01, max_steps=300, seed=s, **common) for s in (0, 1, 2)]
     + [TrainConfig(case=5, d_token=8, n_layers=2, max_steps=60, seed=s, **common) for s in (0, 1)]
-    + [TrainConfig(case=5, d_token=4, d_mlp=16, max_steps=100, seed=0, **common)]
+    + [TrainConfig(case=1, d_token=8, d_mlp=32, lr=0.01, max_steps=300, seed=0, **common)]
 )
 LAYOUT = Layout(rows=("case", "n_layers"), column="d_token", title="atlas test")
 """
@@ -75,9 +76,14 @@ def test_failed_seeds_are_not_measured_and_the_others_carry_measure_and_their_la
             continue
         model = checkpoints.load(runs.loc[r["name"], "checkpoint"])
         direct = analysis.measure(model, case=int(r["case"]), n=int(r["n"]), batch_size=64)
-        for k in ("acc", "acc_any", "mass", "qk_diag", "ov_diag", "follow"):
-            assert r[k] == pytest.approx(direct[k], abs=1e-12), k
+        for k in ("acc", "acc_any", "mass", "qk_diag", "ov_diag", "follow", "acc_mean_mlp", "attn_picks_slot"):
+            assert r[k] == pytest.approx(direct[k], abs=1e-12, nan_ok=True), k
+        assert r["mlp_role"] == direct["mlp_role"]
         assert r["label"] == labels.mechanism(direct) and r["label"] in labels.MECHANISMS
+    # the MLP run is measured (not skipped as failed), so an MLP row's columns are checked above
+    mlp_rows = built[built["architecture"] != "attention-only"]
+    assert len(mlp_rows) == 1 and mlp_rows.iloc[0]["outcome"] != "failed", mlp_rows.outcome.tolist()
+    assert mlp_rows.iloc[0]["mlp_role"] in ("passes", "helps", "needed")
 
 
 @pytest.mark.parametrize("case, d_token, d_mlp, mlp, layers, name", [

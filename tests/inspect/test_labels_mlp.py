@@ -179,6 +179,53 @@ def test_a_construction_with_a_passing_mlp_keeps_its_label(kw):
     assert "MLP: passes (accuracy 1.000 with its output mean-ablated" in labels.verdict(row)
 
 
+def readout_model(case: int, n: int):
+    """``constructions.build(case, n)`` (one layer) in residual coordinates [0, D) of a model of
+    width 2D whose MLP copies those D coordinates into [D, 2D) (x = ReLU(x) - ReLU(-x)) and whose
+    unembedding reads only [D, 2D): the attention does the construction's lookup, and the answer
+    reaches the logits only through the MLP. Known answer: ``construction`` (the attention found
+    the slot; the MLP reads the value out), ``mlp_role == "needed"``, and the direct-path
+    ``ov_diag`` is 0, since W_U reads nothing the attention writes."""
+    c = constructions.build(case, n)
+    D, dh = c.cfg.d_model, c.cfg.d_head
+    assert c.cfg.n_layers == 1 and not tasks.get(case).same_position
+    m = models.build_model(case, n, 2 * D, 1, "learned", d_mlp=2 * D, seed=0)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        m.embed.W_E[:, :D] = c.W_E
+        m.pos_embed.W_pos[:, :D] = c.W_pos
+        a = m.blocks[0].attn
+        a.W_Q[0, :D, :dh] = c.W_Q[0, 0] * math.sqrt(2 * D / dh)  # q.k / sqrt(2D) as q.k / sqrt(dh)
+        a.W_K[0, :D, :dh] = c.W_K[0, 0]
+        a.W_V[0, :D, :dh] = c.W_V[0, 0]
+        a.W_O[0, :dh, :D] = c.W_O[0, 0]
+        mlp = m.blocks[0].mlp
+        eye = torch.eye(D)
+        mlp.W_in[:D, :D], mlp.W_in[:D, D:] = eye, -eye
+        mlp.W_out[:D, D:], mlp.W_out[D:, D:] = eye, -eye
+        m.unembed.W_U[D:] = c.W_U
+        m.unembed.b_U.copy_(c.b_U)
+    attention.set_attention(m, "leftmost")
+    return m
+
+
+@pytest.mark.parametrize("case,n", [(1, 5), (4, 5)])
+def test_a_construction_read_out_by_its_mlp_is_a_construction(case, n):
+    model = readout_model(case, n)
+    tokens = hooks.sample_inputs(case, n, 128)
+    with torch.no_grad():
+        assert torch.allclose(model(tokens)[:, -1], constructions.build(case, n)(tokens)[:, -1], atol=1e-5)
+    row = analysis.measure(model, batch_size=128)
+    assert row["acc"] == 1.0 and row["mlp_role"] == "needed"
+    assert row["ov_diag"] == 0.0  # the direct path reads nothing: OV must be read through the MLP
+    assert row["qk_diag"] == 1.0 and row["follow"] >= 0.9 and row["attn_picks_slot"] == 1.0
+    assert labels.mechanism(row) == "construction"
+    # the same numbers with the attention off the slot are not a construction
+    assert labels.mechanism({**row, "attn_picks_slot": 0.5}) != "construction"
+    assert labels.mechanism({**row, "mlp_role": "passes"}) != "construction"  # direct path then decides
+
+
 # ----------------------------------------------------------------------------- (b) needed
 
 
