@@ -42,10 +42,17 @@ CORE = {
     "case 5, one layer, attention-only, permutation": _block((5,), NS[:4], DS[1:], 1, "attention-only", (PERM,)),
     "case 5, one layer, mlp-4x, permutation": _block((5,), NS[:4], DS[1:], 1, "mlp-4x", (PERM,)),
     "cases 1-4, one layer, mlp-4x, permutation": _block((1, 2, 3, 4), (10, 50), DS[1:], 1, "mlp-4x", (PERM,)),
+    # added on review before the first atlas run (PREDICTIONS.md, "Amended"): P2 and P6(b) need
+    # successes that d_token <= 32 gives too rarely at n >= 10 (committed tables)
+    "case 5, two layers, attention-only, permutation, d_token 64 (P2)": _block((5,), (5, 10, 20), (64,), 2,
+                                                                               "attention-only", (PERM,)),
+    "case 5, one layer, mlp-4x, permutation, d_token 64 (P6)": _block((5,), (5, 10, 20), (64,), 1, "mlp-4x", (PERM,)),
 }
 FULL = {
     "cases 1-5, one layer": [c for a in ARCHS for c in _block((1, 2, 3, 4, 5), NS_FULL, DS_FULL, 1, a, (PERM, ANY))],
     "cases 4-5, two layers": [c for a in ARCHS for c in _block((4, 5), NS, DS, 2, a, (PERM, ANY))],
+    "case 5, two layers, attention-only, permutation, d_token 64 (P2)":
+        CORE["case 5, two layers, attention-only, permutation, d_token 64 (P2)"],
 }
 
 
@@ -143,10 +150,44 @@ def write_folders() -> list[Path]:
     return out
 
 
+def known_runs() -> dict[tuple, dict]:
+    """The core grid's runs that another committed sweep folder of ``experiments/`` declares
+    too (same config, so same run name): their outcomes were published before the atlas.
+    Cell (case, n, d_token, layers, architecture, function) -> {"runs": names, "folders": ...}."""
+    import importlib.util
+
+    core = {c.name(): c for a in ARCHS for c in configs("core", a)}
+    out: dict[tuple, dict] = {}
+    for i, path in enumerate(sorted(HERE.parent.rglob("configs.py"))):
+        if HERE in path.parents:
+            continue
+        spec = importlib.util.spec_from_file_location(f"_known_{i}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name in {c.name() for c in getattr(module, "CONFIGS", [])} & set(core):
+            c = core[name]
+            cell = (c.case, c.n, c.d_token, c.n_layers, "mlp-4x" if c.d_mlp else "attention-only", c.function)
+            got = out.setdefault(cell, {"runs": set(), "folders": set()})
+            got["runs"].add(name)
+            got["folders"].add(str(path.parent.relative_to(HERE.parents[1])))
+    return out
+
+
+def known_summary() -> str:
+    known = known_runs()
+    lines = [f"{sum(len(k['runs']) for k in known.values())} core runs in {len(known)} cells were declared "
+             "by committed sweep folders before the atlas (same config, same run name):", "",
+             "| case | n | d_token | layers | architecture | function | runs | folders |",
+             "|--:|--:|--:|--:|---|---|--:|---|"]
+    lines += [f"| {' | '.join(map(str, cell))} | {len(k['runs'])} | {', '.join(sorted(k['folders']))} |"
+              for cell, k in sorted(known.items())]
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     import sys
 
     if "--write" in sys.argv[1:]:
         for folder in write_folders():
             print(folder.relative_to(HERE.parents[1]))
-    print(summary())
+    print(known_summary() if "--known" in sys.argv[1:] else summary())

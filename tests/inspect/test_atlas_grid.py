@@ -1,0 +1,52 @@
+"""The atlas's grids (experiments/atlas/grid.py) against what PREDICTIONS.md and the atlas README
+quote: every count and cost there is the script's output, not typed; the sweep folders are the
+ones grid.py writes; the core grid is part of the full grid, run by run."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ATLAS = Path(__file__).resolve().parents[2] / "experiments" / "atlas"
+
+
+@pytest.fixture(scope="module")
+def grid():
+    sys.path.insert(0, str(ATLAS))
+    try:
+        import grid
+    finally:
+        sys.path.remove(str(ATLAS))
+    return grid
+
+
+def test_predictions_quote_the_cost_table_and_the_known_runs(grid):
+    text = (ATLAS / "PREDICTIONS.md").read_text()
+    assert grid.summary() in text
+    first = grid.known_summary().splitlines()[0]
+    runs, cells = re.match(r"(\d+) core runs in (\d+) cells", first).groups()
+    assert f"{runs} core runs in {cells} cells" in " ".join(text.split())
+    core = [c for a in grid.ARCHS for c in grid.cells("core", a)]
+    cpu = grid.cost(core)[0]
+    assert f"The core grid is now {len(core)} cells, {5 * len(core):,} runs,\n   {cpu:.0f} CPU-minutes" in text
+
+
+def test_the_readme_quotes_the_grids_costs(grid):
+    text = " ".join((ATLAS / "README.md").read_text().split())
+    for name, hours in (("core", "~3.0 h"), ("full", "~24 h")):
+        every = [c for a in grid.ARCHS for c in grid.cells(name, a)]
+        cpu = grid.cost(every)[0]
+        assert f"{name} grid{' is' if name == 'core' else ''} {5 * len(every):,} runs, {cpu:,.0f} CPU-minutes at most ({hours} on 2 cores)" in text
+    assert f"{grid.cost([c for a in grid.ARCHS for c in grid.cells('full', a)])[2]:.1f} GPU-hours" in text
+
+
+def test_sweep_folders_are_what_grid_writes_and_the_core_is_in_the_full_grid(grid):
+    for g in grid.GRIDS:
+        for a in grid.ARCHS:
+            assert (ATLAS / g / a / "configs.py").read_text() == grid.CONFIGS_PY.format(grid=g, arch=a)
+    for a in grid.ARCHS:
+        full = {c.name() for c in grid.configs("full", a)}
+        assert {c.name() for c in grid.configs("core", a)} <= full
