@@ -4,6 +4,7 @@ check as declared (on hand-made numbers whose answers are known)."""
 
 import importlib.util
 import itertools
+import re
 import pathlib
 import sys
 
@@ -88,11 +89,13 @@ def test_main_effects_find_the_one_factor_that_moves_w(monkeypatch):
     combos = {f"f0{i + 1}": (r, design.FRACTION_MLP) for i, r in enumerate(design.block(1))}
     monkeypatch.setattr(design, "combinations", lambda: combos)
     cells = {c: (50.0, 40.0) for c in design.SCREENING}
-    scores = {n: dict(missing=0, within=10 + 3 * lv["U"], mean_abs_diff=20.0 - lv["A"], cells=cells)
-              for n, (lv, _) in combos.items()}
+    noise = dict(zip(combos, (0.01, -0.02, 0.03, 0.0, 0.02, -0.01, 0.01, 0.04)))  # every contrast non-zero
+    scores = {n: dict(missing=0, within=10 + 3 * lv["U"] + noise[n], mean_abs_diff=20.0 - lv["A"] + noise[n],
+                      cells=cells) for n, (lv, _) in combos.items()}
     text = "\n".join(score.main_effects(scores))
-    assert "| U | `unembed_bias`: True / False | +6.00 * | +0.00 |" in text
-    assert "| A | `attn_bias`: True / False | +0.00 | -2.00 * |" in text
+    assert re.search(r"\| U \| `unembed_bias`: True / False \| \+6\.0\d \* \| [+-]0\.0\d \|", text)
+    assert re.search(r"\| A \| `attn_bias`: True / False \| [+-]0\.0\d \| -[12]\.\d\d \* \|", text)
+    assert text.count(" * |") == 2  # only those two: the others are noise
     assert "resolution III" in text and "| K |" not in text  # K is at its default in all of block 1
 
 
@@ -116,12 +119,15 @@ def test_both_blocks_add_the_seven_interaction_chains_and_the_declared_margin(mo
     combos = {f"f{i + 1:02d}": (r, design.FRACTION_MLP) for i, r in enumerate(rows)}
     monkeypatch.setattr(design, "combinations", lambda: combos)
     cells = {c: (50.0, 40.0) for c in design.SCREENING}
-    scores = {n: dict(missing=0, within=10 + 3 * lv["A"] * lv["U"], mean_abs_diff=20.0, cells=cells)
+    noise = {n: 0.01 * ((7 * i) % 5 - 2) + 0.003 * i for i, n in enumerate(combos)}  # contrasts non-zero
+    scores = {n: dict(missing=0, within=10 + 3 * lv["A"] * lv["U"] + noise[n], mean_abs_diff=20.0, cells=cells)
               for n, (lv, _) in combos.items()}
     text = "\n".join(score.main_effects(scores))
     assert "Lenth over 15 contrasts, t(0.975, 15/3)" in text and "resolution IV" in text
-    assert "| AU = OI = RS = PK | interaction chain | +6.00 * | +0.00 |" in text
-    assert "| A | `attn_bias`: True / False | +0.00 |" in text and "| K | `key_order`" in text
+    assert re.search(r"\| AU = OI = RS = PK \| interaction chain \| \+6\.0\d \* \| \+0\.00 \|", text)
+    assert re.search(r"\| A \| `attn_bias`: True / False \| [+-]0\.0\d \|", text) and "| K | `key_order`" in text
+    # D is the same everywhere: every contrast 0, the PSE 0, no margin, nothing active
+    assert not re.search(r"\| [+-]\d+\.\d\d \| [+-]\d+\.\d\d \* \|$", text, re.M)
     from scipy import stats
     assert float(stats.t.ppf(0.975, 15 / 3)) == pytest.approx(2.571, abs=1e-3)  # DESIGN.md's number
     scores.pop("f16")  # block 2 short of one combination: block 1's analysis alone
@@ -288,6 +294,28 @@ def test_compose_writes_c1_and_c2_from_the_main_effects_on_w(tmp_path, monkeypat
         "c2: not written")
     with pytest.raises(SystemExit, match="c1/levels.csv declares"):
         score.compose(_blocks(lambda lv: 10 - lv["U"]), ("skip", ""))
+
+
+def test_a_composed_copy_of_a_candidate_is_that_candidate_not_a_second_one(tmp_path, monkeypatch):
+    """c1 with f07's levels trains f07's models: it is ranked as f07, so the close call is
+    f07 against the real runner-up, not f07 against itself (found on review before block 2 was in)."""
+    monkeypatch.setattr(score.design, "HERE", tmp_path)
+    f07 = design.combinations()["f07"][0]
+    # W = 13 on f07's levels, 11 on f01's, 5 elsewhere: main effects then pick f07's levels? Not
+    # needed here: compose is given f07's levels through a W that is largest exactly there
+    scores = _blocks(lambda lv: 13 if lv == f07 else 11 if all(v == -1 for v in lv.values()) else 5)
+    monkeypatch.setattr(score.design, "composed", lambda effects: dict(f07))
+    out = score.compose(scores, ("skip", "not needed"))
+    assert out[0] == "c1: + + + - + - - - under last-4d (the same models as f07: nothing new to train; ranked as f07)"
+    runs = {n: score._runs(n) for n in ("f01", "f07", "c1")}
+    assert runs["c1"] == runs["f07"] != runs["f01"]
+    assert score.decide.same_models(runs) == {"c1": "f07"}
+    assert score.decide.same_models({"a": frozenset("x"), "b": frozenset("y"), "c": frozenset("x")}) == {"c": "a"}
+
+
+def test_lenth_with_most_contrasts_zero_marks_nothing(monkeypatch):
+    """Over 7 contrasts with 5 exactly 0 the PSE is 0: no margin, so no effect is called active."""
+    assert score.lenth([0.0] * 5 + [1.0, -2.0]) == (0.0, 0.0)
 
 
 def test_close_call_folders_hold_the_differing_cells_with_seeds_5_to_9(tmp_path, monkeypatch):

@@ -147,6 +147,23 @@ def waiting_for(scores: dict, drifted: bool, c2: tuple[str, str]) -> list[str]:
             else shortness(scores, n) for n in names if not complete(scores, n)]
 
 
+def same_models(runs: dict[str, frozenset]) -> dict[str, str]:
+    """Candidates that train the same models as an earlier one (``runs``: name -> its run names
+    on the screening cells, in ``score.names()`` order): name -> the earlier name. A composed
+    combination can land on a candidate already run (``c1`` on ``f07`` when the main effects
+    pick ``f07``'s levels; ``c2`` on ``a-none``): it is that candidate, not a second one, and is
+    not ranked beside it (a close call between a candidate and its copy would rerun nothing and
+    hide the real runner-up)."""
+    first: dict[frozenset, str] = {}
+    out = {}
+    for name, r in runs.items():
+        if r in first:
+            out[name] = first[r]
+        else:
+            first[r] = name
+    return out
+
+
 def verdicts(cells: dict, paper: dict, cell: tuple) -> tuple[bool, bool]:
     """Whether a cell's (max, mean) is within 5 points of the paper's (max, avg)."""
     return tuple(abs(cells[cell][i] - paper[cell][i]) <= WITHIN for i in (0, 1))

@@ -97,10 +97,15 @@ def _all_configs(name: str) -> list:
             + design.configs(name, cells=design.held_out()))
 
 
+def _runs(name: str) -> frozenset:
+    """A combination's run names on the screening cells, seeds 0-4 (what it is, as models)."""
+    return frozenset(c.name() for c in design.configs(name))
+
+
 def names() -> list[str]:
     """The fraction's combinations, then every folder written with levels.csv (the anchors'
     reruns ``a-none``, ``a-every-4d``; composed ``c1``, ``c2``), in name order."""
-    written = sorted(p.parent.name for p in HERE.glob("*/levels.csv"))
+    written = sorted(p.parent.name for p in design.HERE.glob("*/levels.csv"))
     return list(design.combinations()) + [n for n in written if n not in design.combinations()]
 
 
@@ -251,8 +256,8 @@ def main_effects(scores: dict) -> list[str]:
         return _effects(scores, rows, columns, value)
 
     def marked(eff: dict) -> dict:
-        _, me = lenth(list(eff.values()))
-        return {c: f"{e:+.2f}{' *' if abs(e) > me else ''}" for c, e in eff.items()}
+        pse, me = lenth(list(eff.values()))  # PSE 0 (most contrasts exactly 0): no margin, no star
+        return {c: f"{e:+.2f}{' *' if pse > 0 and abs(e) > me else ''}" for c, e in eff.items()}
 
     w, d = effects(lambda s: s["within"]), effects(lambda s: s["mean_abs_diff"])
     (pse_w, me_w), (pse_d, me_d) = lenth(list(w.values())), lenth(list(d.values()))
@@ -260,7 +265,9 @@ def main_effects(scores: dict) -> list[str]:
            f"Lenth over {len(columns)} contrasts, t(0.975, {len(columns)}/3)"
            + (" (block 1's margin is not declared in DESIGN.md; the same formula)" if rows == BLOCK_1 else "")
            + f": W PSE {pse_w:.2f}, margin "
-           f"{me_w:.2f}; D PSE {pse_d:.2f}, margin {me_d:.2f}. `*`: active (per cell: that column's own margin).", ""]
+           f"{me_w:.2f}; D PSE {pse_d:.2f}, margin {me_d:.2f}. `*`: active, |effect| > the margin of its own "
+           "row of effects: W's, D's, and each cell's max and each cell's mean over the same contrasts "
+           "(none where the PSE is 0).", ""]
     if rows == BLOCK_1:
         aliases, _ = design.alias_chains()
         out += ["Block 1 alone: each main effect is aliased with two-factor interactions: "
@@ -288,7 +295,8 @@ def assess(rows: list[dict], anchors: dict) -> dict:
     scores = {name: score(s) for name, s in screened.items()}
     # after drift the committed anchors are not comparable (DESIGN.md section 3): listed, not ranked
     stale = {"none", "every-4d"} if drifted else set()  # every-2048 "stays committed and is marked so"
-    table = [dict(name=n, within=s["within"] if not s["missing"] and n not in stale else -1,
+    same = decide.same_models({n: _runs(n) for n in names() if n in scores})
+    table = [dict(name=n, within=s["within"] if not s["missing"] and n not in stale | set(same) else -1,
                   mean_abs_diff=s["mean_abs_diff"], changed=changed(n)) for n, s in scores.items()]
     best, m_waiting = decide.block_m_best(scores, drifted)
     c2 = decide.c2_plan(best, m_waiting)
@@ -300,7 +308,8 @@ def assess(rows: list[dict], anchors: dict) -> dict:
     held = {n: decide.score_cells(v, numbers, held_out) for n, v in held_seeds.items()}
     gate = decide.gate(choice["chosen"], held, "a-every-4d" if drifted else None)
     full = {**screened.get(gate["final"], {}), **held_seeds.get(gate["final"], {})}
-    return dict(rows=rows, bad=bad, anchor_runs=set(mlp4x_seeds()), drifted=drifted, scores=scores, stale=stale, table=table, best=best,
+    return dict(rows=rows, bad=bad, anchor_runs=set(mlp4x_seeds()), drifted=drifted, scores=scores, stale=stale,
+                same=same, table=table, best=best,
                 m_waiting=m_waiting, c2=c2, second=second, choice=choice, held=held, gate=gate,
                 targets=decide.targets(full, numbers) if gate["final"] else None)
 
@@ -441,6 +450,8 @@ def render(state: dict | None = None) -> str:
         else:
             lv, mlp = design._declared(name)
             levels = " ".join("+" if lv[k] == 1 else "-" for k in design.LETTERS)
+            if name in state.get("same", {}):
+                mlp += f" (the same models as {state['same'][name]}: ranked as it)"
         lines.append(f"| {i if t['within'] >= 0 else '-'} | {name} | {levels} | {mlp} | "
                      f"{_w(s)} | {s['mean_abs_diff']:.2f} | {s['missing']} |")
     found = drift_rows(state["rows"])
@@ -476,7 +487,9 @@ def compose(scores: dict, c2: tuple[str, str]) -> list[str]:
             raise SystemExit(f"score.py --compose: {path.parent.name}/levels.csv declares "
                              f"{design._declared(name)}, not {(levels, what)}; nothing written")
         design.write_folder(name, levels, what)
-        out.append(f"{name}: {' '.join('+' if levels[k] == 1 else '-' for k in design.LETTERS)} under {what}")
+        copy = [n for n in names() if n != name and _runs(n) == _runs(name)]
+        out.append(f"{name}: {' '.join('+' if levels[k] == 1 else '-' for k in design.LETTERS)} under {what}"
+                   + (f" (the same models as {copy[0]}: nothing new to train; ranked as {copy[0]})" if copy else ""))
     return out
 
 
