@@ -392,3 +392,34 @@ def test_a_close_call_tie_keeps_the_seeds_0_4_order_and_an_anchor_is_not_rerun()
     assert "nothing written" in out[0]
     gate = decide.gate("every-2048", {"a-every-4d": _s(62, 10.0)}, "a-every-4d")
     assert gate["decision"] == "waiting" and "committed anchor" in gate["waiting"][0]
+
+
+def test_plateau_covers_both_tables_short_cells_with_each_seeds_exit_step(tmp_path, monkeypatch):
+    """Issue 28 item 4: every cell of both tables more than 5 points short on max (held-out ones
+    too), each seed's first logged step with loss < 0.9 ln n, 'never' when it stayed."""
+    import math
+
+    import pandas as pd
+    from interp.sweeps import store
+
+    paper = design.paper_numbers()
+    short = [c for c in design.SCREENING + design.held_out() if paper[c][0] > 50][:1]
+    short += [c for c in design.held_out() if paper[c][0] > 50 and c not in short][:1]
+    close = next(c for c in design.held_out() if c not in short)
+    rows = []
+    for cell in short + [close]:
+        for c in design.configs("f01", cells=[cell]):
+            n, acc = c.n, (paper[cell][0] if cell == close else paper[cell][0] - 20) / 100
+            left = 100 * (c.seed + 1)
+            curve = [[s, math.log(n) * (0.5 if c.seed < 4 and s >= left else 1.0)] for s in range(0, 600, 50)]
+            rows.append(dict(name=c.name(), status="ok", accuracy=acc, curve=curve))
+    monkeypatch.setattr(score, "STORE", tmp_path / "store.sqlite")
+    (tmp_path / "store.sqlite").write_bytes(b"")
+    monkeypatch.setattr(store, "read", lambda path: pd.DataFrame(rows))
+    text = score.plateau("f01")
+    lines = [line for line in text.splitlines() if line.startswith("| (")]
+    assert [line.split(" |")[0][2:] for line in lines] == [str(c) for c in short]  # not the close cell
+    assert all(line.endswith("0: " + f"{paper[c][0] - 20:.2f}" + ", 100; 1: " + f"{paper[c][0] - 20:.2f}"
+                             + ", 200; 2: " + f"{paper[c][0] - 20:.2f}" + ", 300; 3: " + f"{paper[c][0] - 20:.2f}"
+                             + ", 400; 4: " + f"{paper[c][0] - 20:.2f}" + ", never |") for line, c in zip(lines, short))
+    assert short[1] in design.held_out()

@@ -512,10 +512,12 @@ def close_call_folders(choice: dict) -> list[str]:
 
 
 def plateau(name: str) -> str:
-    """Issue 28 item 4 (DESIGN.md section 7): for ``name``'s screening cells more than 5 points
-    short of the paper's max, the first logged step at which each seed's training loss falls
-    below 0.9 ln n (``experiments/budget/budget.py``'s rule), against the paper's 10,000.
-    Needs the store (the curves are not in seeds.csv)."""
+    """Issue 28 item 4 (DESIGN.md section 7): for ``name``'s cells more than 5 points short of
+    the paper's max, the first logged step at which each seed's training loss falls below
+    0.9 ln n (``experiments/budget/budget.py``'s rule), against the paper's 10,000. The cells
+    are both full tables (the screening cells, then the held-out ones: "the final choice's
+    cells"), those with all 5 seeds in the store. Needs the store (the curves are not in
+    seeds.csv)."""
     sys.path.insert(0, str(HERE.parents[1] / "budget"))
     from budget import PLATEAU, left_plateau
 
@@ -527,19 +529,21 @@ def plateau(name: str) -> str:
         raise SystemExit(f"no store at {STORE.relative_to(HERE.parents[2])}: run the combination first")
     df = store.read(STORE)
     runs = {r["name"]: r for _, r in df[df.status == "ok"].iterrows()} if not df.empty else {}
-    p = paper()
+    p = design.paper_numbers()
     lines = [f"# When {name}'s short seeds leave the chance plateau", "",
              f"Written by `.venv/bin/python experiments/readings/screen/score.py --plateau {name}`: for each "
-             "screening cell whose max is more than 5 points below the paper's, each seed's first logged "
+             "cell of both tables (screening, then held-out; those with all 5 seeds in the store) whose max is "
+             "more than 5 points below the paper's, each seed's first logged "
              f"step with training loss < {PLATEAU} ln n (never: the run ended on the plateau), of at most "
              "10,000 steps (the paper's budget).", "",
              "| cell (case, n, layers, PE, d_token) | paper max | ours max | seed: accuracy %, step left |",
              "|---|--:|--:|---|"]
     by_cell: dict[tuple, list] = {}
-    for c in design.configs(name):
+    cells = design.SCREENING + design.held_out()
+    for c in design.configs(name, cells=cells):
         if (r := runs.get(c.name())) is not None:
             by_cell.setdefault((c.case, c.n, c.n_layers, c.pos_embed, c.d_token), []).append((c, r))
-    for cell in design.SCREENING:
+    for cell in cells:
         got = by_cell.get(cell, [])
         if len(got) < len(design.SEEDS):
             continue
