@@ -156,6 +156,8 @@ def known_runs() -> dict[tuple, dict]:
     Cell (case, n, d_token, layers, architecture, function) -> {"runs": names, "folders": ...}."""
     import importlib.util
 
+    from interp.inspect.atlas import architecture
+
     core = {c.name(): c for a in ARCHS for c in configs("core", a)}
     out: dict[tuple, dict] = {}
     for i, path in enumerate(sorted(HERE.parent.rglob("configs.py"))):
@@ -166,7 +168,8 @@ def known_runs() -> dict[tuple, dict]:
         spec.loader.exec_module(module)
         for name in {c.name() for c in getattr(module, "CONFIGS", [])} & set(core):
             c = core[name]
-            cell = (c.case, c.n, c.d_token, c.n_layers, "mlp-4x" if c.d_mlp else "attention-only", c.function)
+            arch = architecture(c.case, c.d_token, c.d_mlp, c.mlp, c.n_layers)
+            cell = (c.case, c.n, c.d_token, c.n_layers, arch, c.function)
             got = out.setdefault(cell, {"runs": set(), "folders": set()})
             got["runs"].add(name)
             got["folders"].add(str(path.parent.relative_to(HERE.parents[1])))

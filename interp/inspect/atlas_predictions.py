@@ -4,8 +4,9 @@ Each prediction is one function of the atlas table (:func:`interp.inspect.atlas.
 row per seed with ``case``, ``n``, ``d_token``, ``n_layers``, ``architecture``, ``function``,
 ``seed``, ``accuracy``, ``outcome``, ``label`` and the measures) that quotes its definition and
 returns a dict: ``name``, ``claim``, ``verdict`` (one of :data:`VERDICTS`), ``numbers`` (the
-counts and fractions the verdict rests on), ``offending`` (the seeds, cells or rows that refute
-it, listed whatever the verdict) and ``reading`` (how an ambiguous definition was read).
+counts and fractions the verdict rests on) and ``offending`` (the seeds, cells or rows that
+refute it, listed whatever the verdict); :func:`predictions` adds ``reading`` (how each reads
+its declaration: :func:`reading`).
 
 Readings shared by every prediction, the most literal ones:
 
@@ -99,10 +100,9 @@ def _share(k: int, total: int) -> float:
     return round(k / total, 4) if total else math.nan
 
 
-def result(name: str, claim: str, verdict: str, numbers: dict, offending=(), reading: str = "") -> dict:
+def result(name: str, claim: str, verdict: str, numbers: dict, offending=()) -> dict:
     assert verdict in VERDICTS, verdict
-    return dict(name=name, claim=claim, verdict=verdict, numbers=numbers,
-                offending=list(offending), reading=reading)
+    return dict(name=name, claim=claim, verdict=verdict, numbers=numbers, offending=list(offending))
 
 
 def _plain(text: str) -> str:

@@ -487,9 +487,9 @@ def compose(scores: dict, c2: tuple[str, str]) -> list[str]:
             raise SystemExit(f"score.py --compose: {path.parent.name}/levels.csv declares "
                              f"{design._declared(name)}, not {(levels, what)}; nothing written")
         design.write_folder(name, levels, what)
-        copy = [n for n in names() if n != name and _runs(n) == _runs(name)]
+        copy = decide.same_models({n: _runs(n) for n in names()}).get(name)
         out.append(f"{name}: {' '.join('+' if levels[k] == 1 else '-' for k in design.LETTERS)} under {what}"
-                   + (f" (the same models as {copy[0]}: nothing new to train; ranked as {copy[0]})" if copy else ""))
+                   + (f" (the same models as {copy}: nothing new to train; ranked as {copy})" if copy else ""))
     return out
 
 
