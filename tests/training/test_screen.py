@@ -423,3 +423,13 @@ def test_plateau_covers_both_tables_short_cells_with_each_seeds_exit_step(tmp_pa
                              + ", 200; 2: " + f"{paper[c][0] - 20:.2f}" + ", 300; 3: " + f"{paper[c][0] - 20:.2f}"
                              + ", 400; 4: " + f"{paper[c][0] - 20:.2f}" + ", never |") for line, c in zip(lines, short))
     assert short[1] in design.held_out()
+
+
+@pytest.mark.parametrize("argv", [["--help-me"], ["--plateau"], ["--compose", "--check"]])
+def test_score_cli_refuses_bad_options_before_writing_anything(argv, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(score, "HERE", tmp_path)  # where scores.md, seeds.csv and plateau-*.md go
+    monkeypatch.setattr(score, "render", lambda: pytest.fail("render ran before the options were checked"))
+    with pytest.raises(SystemExit) as e:
+        score.main(argv)
+    assert e.value.code == 2 and "usage: " in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

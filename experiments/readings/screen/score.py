@@ -35,6 +35,7 @@ store (screening cells with seeds 0-4 and 5-9, held-out cells with seeds 0-4) is
 
 from __future__ import annotations
 
+import argparse
 import csv
 import statistics
 import sys
@@ -557,20 +558,26 @@ def plateau(name: str) -> str:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if "--plateau" in argv:
-        name = argv[argv.index("--plateau") + 1] if len(argv) > argv.index("--plateau") + 1 else ""
-        text = plateau(name)
-        (HERE / f"plateau-{name}.md").write_text(text)
+    ap = argparse.ArgumentParser(description="Score issue 28's screen (DESIGN.md sections 5-7); "
+                                 "with no option, writes scores.md and seeds.csv.")
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--check", action="store_true", help="exit 1 if scores.md is stale; writes nothing")
+    what.add_argument("--plateau", metavar="NAME", help="write plateau-NAME.md (needs the store)")
+    what.add_argument("--compose", action="store_true", help="write c1 and c2 (both blocks complete)")
+    what.add_argument("--close-call", action="store_true", help="write <name>-s59 for the top two")
+    args = ap.parse_args(argv)
+    if args.plateau is not None:
+        text = plateau(args.plateau)
+        (HERE / f"plateau-{args.plateau}.md").write_text(text)
         print(text)
         return 0
-    if "--compose" in argv or "--close-call" in argv:
+    if args.compose or args.close_call:
         state = assess(screened_rows(), anchor_seeds())
-        out = compose(state["scores"], state["c2"]) if "--compose" in argv else close_call_folders(state["choice"])
+        out = compose(state["scores"], state["c2"]) if args.compose else close_call_folders(state["choice"])
         print("\n".join(out))
         return 0
     text = render()
-    if "--check" in argv:
+    if args.check:
         same = (HERE / "scores.md").is_file() and (HERE / "scores.md").read_text() == text
         print("scores.md is up to date" if same else "scores.md is stale: rerun score.py")
         return 0 if same else 1
@@ -578,7 +585,6 @@ def main(argv=None) -> int:
     (HERE / "scores.md").write_text(text)
     print(text)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
