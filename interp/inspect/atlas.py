@@ -61,24 +61,40 @@ FAILED, UNMEASURED = "failed", "unmeasured"
 _MATCH = ("case", "n", "d_token", "n_layers", "d_mlp", "function", "seed", "status")
 
 
-def architecture(case: int, d_token: int, d_mlp: int, mlp: str = "every", n_layers: int = 1) -> str:
+#: the model's fields beyond its MLP (issue 28's screen factors, ``experiments/readings/screen``)
+#: at the atlas grid's values; a run with any other value is named with it (:func:`architecture`),
+#: so a store holding another reading's runs never pools them with the grid's architectures
+READING = {"attn_bias": True, "unembed_bias": True, "W_O": "free", "residual": "stream",
+           "init": "pytorch", "pos_init": "drawn", "embed_scale": "1", "key_order": "sequence"}
+
+
+def architecture(case: int, d_token: int, d_mlp: int, mlp: str = "every", n_layers: int = 1,
+                 **reading) -> str:
     """The architecture's name, by rule: ``attention-only`` when d_mlp = 0; else ``mlp-<r>x``
     when d_mlp = r d_model for a whole r (d_model = 2 d_token in cases 2-3, else d_token), else
     ``mlp-<d_mlp>``; ``-last`` appended when a two-layer model has its MLP after the last layer
     only (``mlp="last"``; with one layer it is the same model as ``"every"``). The atlas's
-    ``mlp-4x`` (``experiments/atlas/grid.py``) is d_mlp = 4 d_model after every attention layer."""
+    ``mlp-4x`` (``experiments/atlas/grid.py``) is d_mlp = 4 d_model after every attention layer.
+    ``reading``: any of :data:`READING`'s fields; those off its value are appended in brackets
+    (``mlp-4x[W_O=identity,init=mha]``); ValueError for a field it does not name."""
+    unknown = sorted(set(reading) - set(READING))
+    if unknown:
+        raise ValueError(f"reading fields {unknown}; accepted: {list(READING)}")
     if d_mlp == 0:
-        return ATTN
-    d_model = tasks.get(case).d_model(d_token)
-    name = f"mlp-{d_mlp // d_model}x" if d_mlp % d_model == 0 else f"mlp-{d_mlp}"
-    return name + ("-last" if mlp == "last" and n_layers > 1 else "")
+        name = ATTN
+    else:
+        d_model = tasks.get(case).d_model(d_token)
+        name = f"mlp-{d_mlp // d_model}x" if d_mlp % d_model == 0 else f"mlp-{d_mlp}"
+        name += "-last" if mlp == "last" and n_layers > 1 else ""
+    off = [f"{k}={v}" for k, v in reading.items() if str(v) != str(READING[k])]
+    return name + (f"[{','.join(sorted(off))}]" if off else "")
 
 
 def _base(r) -> dict:
     """A stored run's cell, architecture, seed, result and outcome."""
     base = {k: (int(r[k]) if k in ("case", "n", "d_token", "n_layers", "d_mlp") else r[k]) for k in CELL}
     base["architecture"] = architecture(base["case"], base["d_token"], base["d_mlp"], base["mlp"],
-                                        base["n_layers"])
+                                        base["n_layers"], **{k: r[k] for k in READING})
     acc, steps = number(r["accuracy"]), number(r["steps"])
     base.update(seed=int(r["seed"]), name=str(r["name"]), status=str(r["status"]), accuracy=acc,
                 steps=steps if math.isnan(steps) else int(steps))

@@ -99,6 +99,23 @@ def test_architecture_names_by_rule(case, d_token, d_mlp, mlp, layers, name):
     assert atlas.architecture(case, d_token, d_mlp, mlp, layers) == name
 
 
+def test_a_run_off_the_grids_reading_is_named_with_its_fields_not_pooled():
+    assert atlas.architecture(5, 8, 32, "every", 1, **atlas.READING) == "mlp-4x"
+    assert atlas.architecture(5, 8, 32, "last", 2, attn_bias=False, W_O="identity", init="pytorch") == \
+        "mlp-4x-last[W_O=identity,attn_bias=False]"
+    assert atlas.architecture(1, 8, 0, init="gpt2", embed_scale="sqrt_d_model") == \
+        "attention-only[embed_scale=sqrt_d_model,init=gpt2]"
+    with pytest.raises(ValueError, match="lr"):
+        atlas.architecture(1, 8, 0, lr=0.01)
+    # a stored row, as read_runs gives it (numpy bools), named from its own fields
+    import numpy as np
+    row = {**dict(case=1, n=3, d_token=8, n_layers=1, pos_embed="learned", d_mlp=0, mlp="every",
+                  function="permutation", seed=0, name="x", status="ok", accuracy=1.0, steps=10),
+           **atlas.READING, "unembed_bias": np.bool_(False)}
+    assert atlas._base(row)["architecture"] == "attention-only[unembed_bias=False]"
+    assert atlas._base({**row, "unembed_bias": np.bool_(True)})["architecture"] == "attention-only"
+
+
 @pytest.fixture
 def counted(monkeypatch):
     """The names of the runs :func:`analysis.measure` is called for, measuring for real."""
