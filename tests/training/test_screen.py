@@ -6,6 +6,7 @@ import importlib.util
 import itertools
 import re
 import pathlib
+import shutil
 import sys
 
 import pytest
@@ -433,3 +434,32 @@ def test_score_cli_refuses_bad_options_before_writing_anything(argv, tmp_path, m
         score.main(argv)
     assert e.value.code == 2 and "usage: " in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_tables_writes_both_tables_of_the_choice_and_of_the_retrained_mlp_4x(tmp_path, monkeypatch):
+    monkeypatch.setattr(score.design, "HERE", tmp_path)
+    with pytest.raises(SystemExit, match="no choice yet; waiting for: f13 \\(not run\\)"):
+        score.table_folders(dict(choice=dict(chosen=None, waiting=["f13 (not run)"]), gate={}))
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "a-every-4d").mkdir()  # block M's rerun: a written folder (levels.csv), as committed
+    (tmp_path / "a-every-4d" / "levels.csv").write_text((SCREEN / "a-every-4d" / "levels.csv").read_text())
+    out = score.table_folders(dict(choice=dict(chosen="f07", waiting=[]), gate=dict(reference="a-every-4d")))
+    assert out == ["f07/table1", "f07/table2", "a-every-4d/table1", "a-every-4d/table2"]
+    # the held-out cells are what these folders add to the screening runs: 48 cells, 5 seeds each
+    ns = {}
+    for folder in out:
+        spec = importlib.util.spec_from_file_location(f"tables_{folder.replace('/', '_')}", tmp_path / folder / "configs.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        ns.setdefault(folder.split("/")[0], []).extend(module.CONFIGS)
+    screening = {c.name() for c in score.design.configs("f07")}
+    f07 = ns["f07"]
+    assert len(f07) == 5 * (30 + 32) and screening <= {c.name() for c in f07}
+    assert len({c.name() for c in f07} - screening) == 5 * len(design.held_out()) == 240
+    assert {c.name() for c in ns["a-every-4d"]} >= {c.name() for c in score.design.configs("a-every-4d")}
+    # the choice being mlp-4x itself writes its folders once; a committed anchor has none to write
+    for f in out:
+        shutil.rmtree(tmp_path / f)
+    assert score.table_folders(dict(choice=dict(chosen="a-every-4d", waiting=[]),
+                                    gate=dict(reference="a-every-4d"))) == ["a-every-4d/table1", "a-every-4d/table2"]
+    assert score.table_folders(dict(choice=dict(chosen="every-4d", waiting=[]), gate=dict(reference="every-4d"))) == []

@@ -5,6 +5,7 @@
     .venv/bin/python experiments/readings/screen/score.py --plateau f01   # plateau-f01.md (needs the store)
     .venv/bin/python experiments/readings/screen/score.py --compose      # c1, c2 (both blocks complete)
     .venv/bin/python experiments/readings/screen/score.py --close-call   # <name>-s59 for the top two
+    .venv/bin/python experiments/readings/screen/score.py --tables       # <choice>/table1, table2 (and mlp-4x's)
 
 Per combination and screening cell: max and mean accuracy over its finished seeds against the
 paper's max and avg; **W** = comparisons within 5 points (split into maxima and means), **D** =
@@ -512,6 +513,20 @@ def close_call_folders(choice: dict) -> list[str]:
     return [str(design.write_close_call(n, call["cells"]).relative_to(design.HERE)) for n in call["names"]]
 
 
+def table_folders(state: dict) -> list[str]:
+    """``--tables``: writes both full tables' sweep folders (``design.write_tables``) of the
+    chosen combination and of the mlp-4x the gate compares it with (after the drift check
+    tripped: ``a-every-4d``, retrained here; a committed anchor has no folder to write), once the
+    choice is made; refuses otherwise, saying what it waits for. Their screening cells are runs
+    already stored, so a sweep of them trains the 48 held-out cells only."""
+    ch = state["choice"]
+    if not ch["chosen"]:
+        raise SystemExit("score.py --tables: no choice yet; waiting for: "
+                         + ", ".join(ch["waiting"] or ["the close call's replicates"]))
+    names = [n for n in dict.fromkeys((ch["chosen"], state["gate"]["reference"])) if n not in ANCHORS]
+    return [str(f.relative_to(design.HERE)) for n in names for f in design.write_tables(n)]
+
+
 def plateau(name: str) -> str:
     """Issue 28 item 4 (DESIGN.md section 7): for ``name``'s cells more than 5 points short of
     the paper's max, the first logged step at which each seed's training loss falls below
@@ -565,15 +580,18 @@ def main(argv=None) -> int:
     what.add_argument("--plateau", metavar="NAME", help="write plateau-NAME.md (needs the store)")
     what.add_argument("--compose", action="store_true", help="write c1 and c2 (both blocks complete)")
     what.add_argument("--close-call", action="store_true", help="write <name>-s59 for the top two")
+    what.add_argument("--tables", action="store_true",
+                      help="write both full tables' folders of the choice and of the mlp-4x it is compared with")
     args = ap.parse_args(argv)
     if args.plateau is not None:
         text = plateau(args.plateau)
         (HERE / f"plateau-{args.plateau}.md").write_text(text)
         print(text)
         return 0
-    if args.compose or args.close_call:
+    if args.compose or args.close_call or args.tables:
         state = assess(screened_rows(), anchor_seeds())
-        out = compose(state["scores"], state["c2"]) if args.compose else close_call_folders(state["choice"])
+        out = (compose(state["scores"], state["c2"]) if args.compose else
+               close_call_folders(state["choice"]) if args.close_call else table_folders(state))
         print("\n".join(out))
         return 0
     text = render()

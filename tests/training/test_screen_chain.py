@@ -1,0 +1,64 @@
+"""experiments/readings/screen/run_rest.sh: the screen's steps after block 2 run in the declared
+order and train exactly the folders each decision step printed (score.py and run_block.sh
+stubbed in a copy of the script's layout: the chain's control flow, not the training)."""
+
+import os
+import pathlib
+import shutil
+import stat
+import subprocess
+
+import pytest
+
+SCREEN = pathlib.Path(__file__).resolve().parents[2] / "experiments" / "readings" / "screen"
+
+RUN_BLOCK = '#!/usr/bin/env bash\necho "run_block $*" >> "$(dirname "$0")/calls.log"\n'
+#: score.py's stub: prints what the real one prints for each step (CLOSE: the close call's output)
+SCORE = '''#!/usr/bin/env bash
+shift  # the script's path
+log="$(dirname "$0")/../../experiments/readings/screen/calls.log"
+echo "score ${1:-write}" >> "$log"
+case "${1:-}" in
+  --compose) echo "c1: + + + - + - - - under last-4d"; echo "c2: not written: last-4d is block M's best" ;;
+  --close-call) printf '%b' "$CLOSE"; [ -z "$CLOSE_RC" ] || exit "$CLOSE_RC" ;;
+  --tables) printf 'f07/table1\\nf07/table2\\na-every-4d/table1\\na-every-4d/table2\\n' ;;
+esac
+'''
+
+
+def _chain(tmp_path, close, close_rc=""):
+    screen = tmp_path / "experiments" / "readings" / "screen"
+    screen.mkdir(parents=True)
+    shutil.copy(SCREEN / "run_rest.sh", screen)
+    for name, text in (("run_block.sh", RUN_BLOCK), ("../../../.venv/bin/python", SCORE)):
+        path = screen / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    for folder in ("c1", "f07-s59", "f01-s59", "f07/table1", "f07/table2", "a-every-4d/table1", "a-every-4d/table2"):
+        (screen / folder).mkdir(parents=True)
+        (screen / folder / "configs.py").write_text("CONFIGS = []\n")
+    env = {**os.environ, "CLOSE": close, "CLOSE_RC": close_rc}
+    done = subprocess.run(["bash", str(screen / "run_rest.sh"), "-w", "2"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    calls = (screen / "calls.log").read_text().splitlines() if (screen / "calls.log").exists() else []
+    return done, calls
+
+
+@pytest.mark.skipif(shutil.which("pgrep") is None, reason="run_rest.sh needs pgrep (procps)")
+def test_the_chain_trains_what_each_step_wrote_in_the_declared_order(tmp_path):
+    done, calls = _chain(tmp_path, "f07-s59\\nf01-s59\\n")
+    assert done.returncode == 0, done.stderr
+    assert calls == ["run_block 2 -w 2", "score --compose", "run_block c1 -w 2", "score --close-call",
+                     "run_block f07-s59 f01-s59 -w 2", "score --tables",
+                     "run_block f07/table1 f07/table2 a-every-4d/table1 a-every-4d/table2 -w 2", "score write"]
+
+
+@pytest.mark.skipif(shutil.which("pgrep") is None, reason="run_rest.sh needs pgrep (procps)")
+def test_no_close_call_goes_on_and_a_refused_step_stops_the_chain(tmp_path):
+    done, calls = _chain(tmp_path / "a", "score.py --close-call: no close call (the top two differ by more than 2 in W)\\n", "1")
+    assert done.returncode == 0, done.stderr
+    assert "score --tables" in calls and not any("s59" in c for c in calls)
+    done, calls = _chain(tmp_path / "b", "score.py --close-call: the top two are not known yet; waiting for: c1\\n", "1")
+    assert done.returncode == 1 and "waiting for: c1" in done.stdout
+    assert calls[-1] == "score --close-call"  # nothing after the refused step
