@@ -48,7 +48,7 @@ from pathlib import Path
 
 from interp.core import tasks
 from interp.inspect import analysis, labels
-from interp.inspect.atlas_figures import figures, mix, panels
+from interp.inspect.atlas_figures import figures, mix, panels, theory_line
 from interp.inspect.atlas_predictions import ATTN, number, predictions, shared_readings
 
 log = logging.getLogger(__name__)
@@ -246,6 +246,77 @@ def predictions_markdown(preds: list[dict], shown: int = 10) -> list[str]:
     return lines
 
 
+#: the labels :func:`summary_markdown` counts in columns of their own, in this order
+SUMMARY_LABELS = ("construction", "mirror", "inverted", "mlp-lookup", "none", UNMEASURED)
+#: Theorems 3.4 and 3.7 read at one head and float32's 32 bits (PREDICTIONS.md, "Where the
+#: theorems sit on the map")
+HEADS, BITS = 1, 32
+
+
+def summary_markdown(df) -> list[str]:
+    """One row per panel: cells run, cells with a successful seed, successful seeds of those run,
+    the successful seeds by label, and the cells whose successful seeds are mostly the
+    construction's mechanism against those with successes but no construction seed."""
+    lines = ["| panel | cells | cells with a success | seeds successful | "
+             + " | ".join(SUMMARY_LABELS) + " | other labels | cells mostly construction | "
+             "cells with successes, none construction |",
+             "|---|--:|--:|--:|" + "--:|" * len(SUMMARY_LABELS) + "--:|--:|--:|"]
+    for title, sub in panels(df):
+        cells = [c for _, c in sub.groupby(["n", "d_token"])]
+        ok = sub[sub["outcome"] == "success"]
+        counts = ok["label"].value_counts()
+        won = [c[c["outcome"] == "success"]["label"] for c in cells]
+        won = [w for w in won if len(w)]
+        mostly = sum(int((w == "construction").sum()) * 2 > len(w) for w in won)
+        never = sum(not (w == "construction").any() for w in won)
+        other = int(len(ok) - sum(int(counts.get(k, 0)) for k in SUMMARY_LABELS))
+        lines.append(f"| {title} | {len(cells)} | {len(won)} | {len(ok)} of {len(sub)} | "
+                     + " | ".join(str(int(counts.get(k, 0))) for k in SUMMARY_LABELS)
+                     + f" | {other} | {mostly} | {never} |")
+    return lines
+
+
+def theory_markdown(df) -> list[str]:
+    """Where the theorems sit on the map, counted (PREDICTIONS.md, "Where the theorems sit on
+    the map"): per panel that carries a theorem line (:func:`~interp.inspect.atlas_figures.theory_line`)
+    and per n, the line's least d_token beside d_min (the smallest d_token with a successful
+    seed) and the successful seeds below and at or above it; then the one-layer case-5 cells
+    where Theorems 3.4 and 3.7 bind at h = 1, p = 32, with their best accuracy against Theorem
+    3.7's error bound."""
+    from interp.theory.lower_bounds import theorem_3_7_bound
+
+    lines = ["| panel | theorem | n | least d_token | d_min | successful seeds below the line | at or above |",
+             "|---|---|--:|--:|--:|--:|--:|"]
+    for title, sub in panels(df):
+        first = sub.iloc[0]
+        line = theory_line(int(first["case"]), int(first["n_layers"]), first["architecture"])
+        if line is None:
+            continue
+        text, least = line
+        for n, row in sub.groupby("n"):
+            ok = row[row["outcome"] == "success"]
+            below = int((ok["d_token"] < least(int(n))).sum())
+            d_min = int(ok["d_token"].min()) if len(ok) else "-"
+            lines.append(f"| {title} | {text} | {int(n)} | {least(int(n))} | {d_min} | {below} | {len(ok) - below} |")
+    bind = []
+    for (n, d), sub in df[(df["case"] == 5) & (df["n_layers"] == 1)].groupby(["n", "d_token"]):
+        bound = theorem_3_7_bound(int(n), HEADS, int(d), BITS)  # case 5: d_model = d_token
+        if bound["R"] > 0:
+            acc = sub["accuracy"].astype(float)
+            best = f"{100 * acc.max():.2f}%" if acc.notna().any() else "-"
+            bind.append(f"| {int(n)} | {int(d)} | {bound['R']:.1f} | {100 * bound['bound']:.2f}% | "
+                        f"{100 * (1 - bound['bound']):.2f}% | {best} | {len(sub)} |")
+    lines += ["", f"Theorems 3.4 and 3.7 at h = {HEADS}, p = {BITS} bind where R = n log2 n - 3hdp > 0 (one layer, "
+              "case 5; d = d_token): " + (f"{len(bind)} cell{'s' if len(bind) != 1 else ''} of this atlas. "
+              "Theorem 3.7 bounds the error on its own inputs (f any function, target key 0); the accuracy "
+              "here is on the training distribution, so the comparison is a guide, not a test." if bind else
+              "no cell of this atlas.")]
+    if bind:
+        lines += ["", "| n | d_token | R | Theorem 3.7's least error | so accuracy at most | best seed | seeds |",
+                  "|--:|--:|--:|--:|--:|--:|--:|", *bind]
+    return lines
+
+
 def markdown(df, preds: list[dict], source: str = "STORE_OR_DIR") -> str:
     """``atlas.md``: how to regenerate it, a legend, one table per panel, the predictions."""
     counts = df["outcome"].value_counts()
@@ -264,8 +335,15 @@ def markdown(df, preds: list[dict], source: str = "STORE_OR_DIR") -> str:
         "mlp-lookup, `o` none of these, `?` not measured (no checkpoint), any other label "
         "written whole; e.g. `4/5 c3 m1`. An empty cell was not run.", "",
     ]
+    lines += ["## Summary", "", "Per panel: its cells, those with a successful seed, the successful seeds "
+              "by label, and the cells whose successful seeds are mostly (more than half) the construction's "
+              "mechanism against those whose successful seeds include none.", "", *summary_markdown(df), ""]
     for title, sub in panels(df):
         lines += [f"## {title}", "", *_table(sub), ""]
+    lines += ["## The theorems on the map", "", "The line each panel's figure carries (the width at which a "
+              "theorem's construction exists; none on one-layer attention-only case 5, where Theorem 3.6 "
+              "rules out hard attention at n >= 4), and which successful seeds lie on either side of it.", "",
+              *theory_markdown(df), ""]
     lines += ["## Predictions", "", *predictions_markdown(preds), ""]
     return "\n".join(lines)
 

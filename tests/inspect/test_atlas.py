@@ -247,3 +247,46 @@ def test_write_atlas_files_and_markdown(tmp_path, assert_drawn):
     for p in paths["predictions"]:
         assert f"| **{p['name']}** {p['claim']} | {p['verdict']} |" in md
     assert len(pd.read_csv(tmp_path / "atlas.csv")) == len(HAND)
+
+
+def _row(case, n, d, outcome, label, arch="attention-only", layers=1, accuracy=None):
+    acc = {"success": 1.0, "partial": 0.5, "failed": 0.0}[outcome] if accuracy is None else accuracy
+    return dict(case=case, n=n, d_token=d, n_layers=layers, architecture=arch, function="permutation",
+                outcome=outcome, label=label, accuracy=acc)
+
+
+def test_summary_counts_cells_seeds_and_labels_per_panel():
+    import pandas as pd
+    rows = [_row(1, 3, 4, "success", "construction"), _row(1, 3, 4, "success", "construction"),
+            _row(1, 3, 4, "success", "mirror"),          # cell (3, 4): mostly construction
+            _row(1, 3, 8, "success", "mirror"), _row(1, 3, 8, "failed", "failed"),  # success, none construction
+            _row(1, 5, 4, "success", "construction"), _row(1, 5, 4, "success", "inverted"),  # half: not mostly
+            _row(1, 5, 8, "partial", "none"),             # no success
+            _row(3, 3, 2, "success", "odd-label")]         # a second panel, a label without a column
+    lines = atlas.summary_markdown(pd.DataFrame(rows))
+    assert lines[0].startswith("| panel | cells | cells with a success | seeds successful | construction | mirror | "
+                               "inverted | mlp-lookup | none | unmeasured | other labels |")
+    assert lines[2] == "| case 1, 1 layer, attention-only, permutation | 4 | 3 | 6 of 8 | 3 | 2 | 1 | 0 | 0 | 0 | 0 | 1 | 1 |"
+    assert lines[3] == "| case 3, 1 layer, attention-only, permutation | 1 | 1 | 1 of 1 | 0 | 0 | 0 | 0 | 0 | 0 | 1 | 0 | 1 |"
+
+
+def test_theory_section_places_seeds_beside_each_line_and_theorems_3_4_3_7_where_they_bind():
+    import math
+
+    import pandas as pd
+    mlp = "mlp-4x"
+    rows = [_row(5, 3, 4, "success", "mlp-lookup", mlp), _row(5, 3, 8, "success", "mlp-lookup", mlp),
+            _row(5, 3, 8, "failed", "failed", mlp),                 # 2n + 2 = 8: one below, one at
+            _row(1, 5, 2, "success", "none"), _row(1, 5, 4, "partial", "none"),  # below d_model 4
+            _row(5, 50, 2, "partial", "none", accuracy=0.42),       # binds at p = 32: 50 log2 50 > 96 * 2
+            _row(5, 50, 4, "failed", "failed", accuracy=0.03),      # 282.2 < 384: does not bind
+            _row(5, 5, 8, "success", "none", "attention-only[init=gpt2]")]  # no line (Theorem 3.6)
+    lines = atlas.theory_markdown(pd.DataFrame(rows))
+    assert "| case 5, 1 layer, mlp-4x, permutation | Theorem 3.5: d_token >= 2n + 2 | 3 | 8 | 4 | 1 | 1 |" in lines
+    assert "| case 1, 1 layer, attention-only, permutation | Theorems 3.1-3.3: d_model >= 4 (d_token >= 4) | 5 | 4 | 2 | 1 | 0 |" in lines
+    assert not any("attention-only[init=gpt2]" in line for line in lines)
+    assert any("1 cell of this atlas" in line for line in lines)
+    R = 50 * math.log2(50) - 3 * 1 * 2 * 32
+    err = R / (3 * 50 * math.log2(50))
+    assert f"| 50 | 2 | {R:.1f} | {100 * err:.2f}% | {100 * (1 - err):.2f}% | 42.00% | 1 |" in lines
+    assert R == pytest.approx(90.19, abs=0.01) and not any(line.startswith("| 50 | 4 |") for line in lines)
