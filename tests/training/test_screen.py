@@ -426,7 +426,7 @@ def test_plateau_covers_both_tables_short_cells_with_each_seeds_exit_step(tmp_pa
     assert short[1] in design.held_out()
 
 
-@pytest.mark.parametrize("argv", [["--help-me"], ["--plateau"], ["--compose", "--check"]])
+@pytest.mark.parametrize("argv", [["--help-me"], ["--plateau"], ["--compose", "--check"], ["--close"]])
 def test_score_cli_refuses_bad_options_before_writing_anything(argv, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(score, "HERE", tmp_path)  # where scores.md, seeds.csv and plateau-*.md go
     monkeypatch.setattr(score, "render", lambda: pytest.fail("render ran before the options were checked"))
@@ -443,7 +443,7 @@ def test_tables_writes_both_tables_of_the_choice_and_of_the_retrained_mlp_4x(tmp
     assert list(tmp_path.iterdir()) == []
     (tmp_path / "a-every-4d").mkdir()  # block M's rerun: a written folder (levels.csv), as committed
     (tmp_path / "a-every-4d" / "levels.csv").write_text((SCREEN / "a-every-4d" / "levels.csv").read_text())
-    out = score.table_folders(dict(choice=dict(chosen="f07", waiting=[]), gate=dict(reference="a-every-4d")))
+    out = score.table_folders(dict(choice=dict(chosen="f07", waiting=[], call=None), gate=dict(reference="a-every-4d")))
     assert out == ["f07/table1", "f07/table2", "a-every-4d/table1", "a-every-4d/table2"]
     # the held-out cells are what these folders add to the screening runs: 48 cells, 5 seeds each
     ns = {}
@@ -460,6 +460,12 @@ def test_tables_writes_both_tables_of_the_choice_and_of_the_retrained_mlp_4x(tmp
     # the choice being mlp-4x itself writes its folders once; a committed anchor has none to write
     for f in out:
         shutil.rmtree(tmp_path / f)
-    assert score.table_folders(dict(choice=dict(chosen="a-every-4d", waiting=[]),
+    assert score.table_folders(dict(choice=dict(chosen="a-every-4d", waiting=[], call=None),
                                     gate=dict(reference="a-every-4d"))) == ["a-every-4d/table1", "a-every-4d/table2"]
-    assert score.table_folders(dict(choice=dict(chosen="every-4d", waiting=[]), gate=dict(reference="every-4d"))) == []
+    assert score.table_folders(dict(choice=dict(chosen="every-4d", waiting=[], call=None),
+                                    gate=dict(reference="every-4d"))) == []
+    # after a close call the runner-up's tables come last (reported, never used to switch)
+    shutil.rmtree(tmp_path / "a-every-4d" / "table1"), shutil.rmtree(tmp_path / "a-every-4d" / "table2")
+    call = dict(names=("f07", "f01"), cells=[design.SCREENING[3]])
+    assert score.table_folders(dict(choice=dict(chosen="f07", waiting=[], call=call), gate=dict(reference="a-every-4d"))) == \
+        ["f07/table1", "f07/table2", "a-every-4d/table1", "a-every-4d/table2", "f01/table1", "f01/table2"]

@@ -12,9 +12,12 @@ import pytest
 
 SCREEN = pathlib.Path(__file__).resolve().parents[2] / "experiments" / "readings" / "screen"
 
-RUN_BLOCK = '#!/usr/bin/env bash\necho "run_block $*" >> "$(dirname "$0")/calls.log"\n'
+RUN_BLOCK = '#!/usr/bin/env bash\nPIN=0123456789abcdef\necho "run_block $*" >> "$(dirname "$0")/calls.log"\n'
 #: score.py's stub: prints what the real one prints for each step (CLOSE: the close call's output)
 SCORE = '''#!/usr/bin/env bash
+if [ "$1" = -P ]; then  # the run-name check: the pinned interp (PYTHONPATH set) names alike unless NAMES_DIFFER
+  if [ -n "$NAMES_DIFFER" ] && [ -n "$PYTHONPATH" ]; then echo other; else echo same; fi; exit 0
+fi
 shift  # the script's path
 log="$(dirname "$0")/../../experiments/readings/screen/calls.log"
 echo "score ${1:-write}" >> "$log"
@@ -26,7 +29,7 @@ esac
 '''
 
 
-def _chain(tmp_path, close, close_rc=""):
+def _chain(tmp_path, close, close_rc="", names_differ=""):
     screen = tmp_path / "experiments" / "readings" / "screen"
     screen.mkdir(parents=True)
     shutil.copy(SCREEN / "run_rest.sh", screen)
@@ -35,10 +38,12 @@ def _chain(tmp_path, close, close_rc=""):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    (screen / "c2").mkdir()  # left over from an earlier run: compose says "not written", so not trained
+    (screen / "c2" / "configs.py").write_text("CONFIGS = []\n")
     for folder in ("c1", "f07-s59", "f01-s59", "f07/table1", "f07/table2", "a-every-4d/table1", "a-every-4d/table2"):
         (screen / folder).mkdir(parents=True)
         (screen / folder / "configs.py").write_text("CONFIGS = []\n")
-    env = {**os.environ, "CLOSE": close, "CLOSE_RC": close_rc}
+    env = {**os.environ, "CLOSE": close, "CLOSE_RC": close_rc, "NAMES_DIFFER": names_differ}
     done = subprocess.run(["bash", str(screen / "run_rest.sh"), "-w", "2"], capture_output=True, text=True,
                           env=env, timeout=60)
     calls = (screen / "calls.log").read_text().splitlines() if (screen / "calls.log").exists() else []
@@ -62,3 +67,10 @@ def test_no_close_call_goes_on_and_a_refused_step_stops_the_chain(tmp_path):
     done, calls = _chain(tmp_path / "b", "score.py --close-call: the top two are not known yet; waiting for: c1\\n", "1")
     assert done.returncode == 1 and "waiting for: c1" in done.stdout
     assert calls[-1] == "score --close-call"  # nothing after the refused step
+
+
+@pytest.mark.skipif(shutil.which("pgrep") is None, reason="run_rest.sh needs pgrep (procps)")
+def test_the_chain_stops_before_scoring_when_the_pinned_interp_names_runs_otherwise(tmp_path):
+    done, calls = _chain(tmp_path, "f07-s59\\nf01-s59\\n", names_differ="1")
+    assert done.returncode == 1 and "run names under this checkout's interp differ" in done.stderr
+    assert calls == ["run_block 2 -w 2"]  # block 2 trains (pinned); nothing is composed or scored

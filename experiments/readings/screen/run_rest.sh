@@ -6,8 +6,11 @@
 #      it), then they train (a composed copy of a candidate trains nothing: its runs are stored);
 #   3. the close call: score.py --close-call writes <name>-s59 for the top two when their W is
 #      within 2 (or says there is none), then they train;
-#   4. the confirmation: score.py --tables writes both full tables of the choice and of the
-#      retrained mlp-4x, then they train (their screening cells are stored: the held-out ones train).
+#   4. the confirmation: score.py --tables writes both full tables of the choice, of the retrained
+#      mlp-4x and, after a close call, of the runner-up, then they train (their screening cells
+#      are stored: the held-out ones train).
+# Before each score.py step it checks that this checkout's interp names every run of the study as
+# the pinned interp that trains them does (score.py reads the store by run name).
 # Every step is resumable (a rerun trains only what the store lacks) and waits for a run_block.sh
 # already running, so it can follow one. Nothing is committed: commit each folder's report (and
 # score.py's scores.md and seeds.csv) as it lands. Usage: run_rest.sh [-w WORKERS]
@@ -39,10 +42,36 @@ train_listed() {
   if [ ${#folders[@]} -gt 0 ]; then bash "$here/run_block.sh" "${folders[@]}" "$@"; fi
 }
 
+# score.py names runs with this checkout's interp, run_block.sh trains with the pinned one: the
+# names of every run the study can declare must agree, or stored runs would read as missing
+pinned="${TMPDIR:-/tmp}/interp-screen-$(sed -n 's/^PIN=\(.\{12\}\).*/\1/p' "$here/run_block.sh")"
+names() {
+  PYTHONPATH="$1" $py -P - <<'PY'
+import hashlib, sys
+sys.path.insert(0, "experiments/readings/screen")
+import design
+names = sorted(set(design.combinations()) | {p.parent.name for p in design.HERE.glob("*/levels.csv")})
+h = hashlib.sha256()
+for name in names:
+    for seeds in (design.SEEDS, design.CLOSE_CALL_SEEDS):
+        for c in design.configs(name, cells=design.SCREENING + design.held_out(), seeds=seeds):
+            h.update(c.name().encode())
+print(h.hexdigest())
+PY
+}
+same_names() {
+  [ "$(names "")" = "$(names "$pinned")" ] && return 0
+  echo "run names under this checkout's interp differ from the pinned one's ($pinned): score.py would" \
+       "misread the store; stopped" >&2
+  return 1
+}
+
 bash "$here/run_block.sh" 2 "$@"
+same_names
 echo "== compose $(date -u +%H:%M:%S)"
 out=$($py "$here/score.py" --compose); echo "$out"
-train_listed "$(for c in c1 c2; do [ -f "$here/$c/configs.py" ] && echo "$c"; done)" "$@"
+train_listed "$(sed -n 's/^\(c[12]\): [-+].*/\1/p' <<< "$out")" "$@"  # what compose wrote, not a folder left over
+same_names
 echo "== close call $(date -u +%H:%M:%S)"
 if out=$($py "$here/score.py" --close-call 2>&1); then
   echo "$out"; train_listed "$out" "$@"
@@ -50,8 +79,10 @@ else
   echo "$out"  # "no close call" is an outcome; anything else stops here
   grep -q "no close call" <<< "$out" || exit 1
 fi
+same_names
 echo "== tables $(date -u +%H:%M:%S)"
 out=$($py "$here/score.py" --tables); echo "$out"
 train_listed "$out" "$@"
 $py "$here/score.py" > /dev/null
-echo "== done $(date -u +%H:%M:%S): scores.md written; next: score.py --plateau <the final choice> (scores.md names it)"
+echo "== done $(date -u +%H:%M:%S): scores.md written; its 'Decision' line says whether the choice is final" \
+     "(then score.py --plateau NAME) or what it still waits for"

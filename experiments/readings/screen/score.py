@@ -515,15 +515,18 @@ def close_call_folders(choice: dict) -> list[str]:
 
 def table_folders(state: dict) -> list[str]:
     """``--tables``: writes both full tables' sweep folders (``design.write_tables``) of the
-    chosen combination and of the mlp-4x the gate compares it with (after the drift check
-    tripped: ``a-every-4d``, retrained here; a committed anchor has no folder to write), once the
-    choice is made; refuses otherwise, saying what it waits for. Their screening cells are runs
-    already stored, so a sweep of them trains the 48 held-out cells only."""
+    chosen combination, of the mlp-4x the gate compares it with (after the drift check tripped:
+    ``a-every-4d``, retrained here; a committed anchor has no folder to write) and, after a close
+    call, of the runner-up (section 6.4: "run on held-out only after a close call; its score is
+    reported, never used to switch"), in that order, once the choice is made; refuses otherwise,
+    saying what it waits for. Their screening cells are runs already stored, so a sweep of them
+    trains the 48 held-out cells only."""
     ch = state["choice"]
     if not ch["chosen"]:
         raise SystemExit("score.py --tables: no choice yet; waiting for: "
                          + ", ".join(ch["waiting"] or ["the close call's replicates"]))
-    names = [n for n in dict.fromkeys((ch["chosen"], state["gate"]["reference"])) if n not in ANCHORS]
+    runner_up = [n for n in (ch["call"] or {}).get("names", ()) if n != ch["chosen"]]  # 6.4: reported only
+    names = [n for n in dict.fromkeys((ch["chosen"], state["gate"]["reference"], *runner_up)) if n not in ANCHORS]
     return [str(f.relative_to(design.HERE)) for n in names for f in design.write_tables(n)]
 
 
@@ -573,7 +576,7 @@ def plateau(name: str) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="Score issue 28's screen (DESIGN.md sections 5-7); "
+    ap = argparse.ArgumentParser(allow_abbrev=False, description="Score issue 28's screen (DESIGN.md sections 5-7); "
                                  "with no option, writes scores.md and seeds.csv.")
     what = ap.add_mutually_exclusive_group()
     what.add_argument("--check", action="store_true", help="exit 1 if scores.md is stale; writes nothing")
