@@ -29,7 +29,7 @@ def sweep_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("atlas-cli") / "known"
     with store.Store(root / "results" / "store.sqlite") as db:
         for seed in range(3):
-            cfg = TrainConfig(case=CASE, n=N, d_token=2, pos_embed="none", seed=seed)
+            cfg = TrainConfig(case=CASE, n=N, d_token=2, pos_embed="none", init="pytorch", seed=seed)  # the grid's reading
             model = (constructions.build(CASE, N) if seed == 0 else
                      models.build_model(CASE, N, 2, pos_embed="none", seed=seed))
             path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
