@@ -50,3 +50,30 @@ def test_sweep_folders_are_what_grid_writes_and_the_core_is_in_the_full_grid(gri
     for a in grid.ARCHS:
         full = {c.name() for c in grid.configs("full", a)}
         assert {c.name() for c in grid.configs("core", a)} <= full
+
+
+def test_the_atlas_mlp_4x_is_the_screens_every_4d_reading_field_for_field(grid):
+    """PREDICTIONS.md: the atlas's mlp-4x is the chosen reading; the screen (issue 28) names the
+    same model a-every-4d (every factor at its default, d_mlp 4 d_model after every layer). Its
+    fields, from the screen's own design.cell_fields, equal the grid's on every MLP cell, so a
+    switch to another reading is a change of declared levels, not of two codings of one."""
+    import dataclasses
+    import importlib.util
+
+    screen = ATLAS.parent / "readings" / "screen"
+    sys.path.insert(0, str(screen))
+    try:
+        spec = importlib.util.spec_from_file_location("screen_design_for_atlas", screen / "design.py")
+        design = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(design)
+    finally:
+        sys.path.remove(str(screen))
+    levels, mlp_level = design._declared("a-every-4d")
+    ours = grid.configs("full", "mlp-4x")
+    assert ours
+    for c in ours:
+        fields = design.cell_fields(levels, mlp_level, (c.case, c.n, c.n_layers, c.pos_embed, c.d_token))
+        assert {k: getattr(c, k) for k in fields} == fields, c.name()
+        off = {f.name for f in dataclasses.fields(c)} - set(fields) - {"seed", "function"}
+        assert all(getattr(c, k) == f.default for f in dataclasses.fields(c) if f.name in off
+                   for k in [f.name]), c.name()  # the protocol fields at TrainConfig's defaults
