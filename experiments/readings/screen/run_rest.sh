@@ -49,10 +49,9 @@ names() {
   PYTHONPATH="$1" $py -P - <<'PY'
 import hashlib, sys
 sys.path.insert(0, "experiments/readings/screen")
-import design
-names = sorted(set(design.combinations()) | {p.parent.name for p in design.HERE.glob("*/levels.csv")})
+import design, score
 h = hashlib.sha256()
-for name in names:
+for name in score.names():
     for seeds in (design.SEEDS, design.CLOSE_CALL_SEEDS):
         for c in design.configs(name, cells=design.SCREENING + design.held_out(), seeds=seeds):
             h.update(c.name().encode())
