@@ -17,6 +17,7 @@
   hooks, the tie rule, :func:`~interp.core.attention.modes`.
 * :mod:`~interp.core.constructions` - the paper's constructions as exact weights (``build``).
 * :mod:`~interp.core.limits` - how far each construction is exact, checked before any work.
+* :mod:`~interp.core.bounds` - Theorems 3.4 and 3.7 as plain formulas (for theory and the atlas).
 * :mod:`~interp.core.forward` - the one evaluation forward pass (final position).
 * :mod:`~interp.core.verify` - every construction against the reference evaluator.
 """

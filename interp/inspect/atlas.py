@@ -46,7 +46,7 @@ import logging
 import math
 from pathlib import Path
 
-from interp.core import tasks
+from interp.core import bounds, tasks
 from interp.inspect import analysis, labels
 from interp.inspect.atlas_figures import figures, mix, panels, theory_line
 from interp.inspect.atlas_predictions import ATTN, number, predictions, shared_readings
@@ -276,15 +276,6 @@ def summary_markdown(df) -> list[str]:
     return lines
 
 
-def theorem_3_7(n: int, d_token: int) -> dict:
-    """R = n log2 n - 3 h d p and Theorem 3.7's least error max(0, R / (3 n log2 n)) of a
-    one-layer case-5 model (d = d_model = d_token) at h = :data:`HEADS`, p = :data:`BITS` (as
-    :func:`interp.theory.lower_bounds.theorem_3_7_bound`, which inspect does not import)."""
-    nlogn = n * math.log2(n)
-    R = nlogn - 3 * HEADS * d_token * BITS
-    return dict(R=R, bound=max(0.0, R / (3 * nlogn)) if nlogn > 0 else 0.0)
-
-
 def theory_markdown(df) -> list[str]:
     """Where the theorems sit on the map, counted (PREDICTIONS.md, "Where the theorems sit on
     the map"): per panel that carries a theorem line (:func:`~interp.inspect.atlas_figures.theory_line`)
@@ -307,7 +298,7 @@ def theory_markdown(df) -> list[str]:
             lines.append(f"| {title} | {text} | {int(n)} | {least(int(n))} | {d_min} | {below} | {len(ok) - below} |")
     bind = []
     for (n, d), sub in df[(df["case"] == 5) & (df["n_layers"] == 1)].groupby(["n", "d_token"]):
-        bound = theorem_3_7(int(n), int(d))
+        bound = bounds.theorem_3_7_bound(int(n), HEADS, int(d), BITS)
         if bound["R"] > 0:
             acc = sub["accuracy"].astype(float)
             best = f"{100 * acc.max():.2f}%" if acc.notna().any() else "-"

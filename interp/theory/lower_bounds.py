@@ -18,25 +18,13 @@ in Theorem 3.7's (f any function, target 0).
 
 from __future__ import annotations
 
-import math
 import time
 
 import torch
 
 from interp.core import forward, tasks
+from interp.core.bounds import theorem_3_4_bound, theorem_3_7_bound  # noqa: F401 - re-exported
 from interp.theory import precision as P
-
-
-def theorem_3_4_bound(n: int) -> float:
-    """n log2(n) / 3: the least c-size of an always-right one-layer case-5 transformer."""
-    return P.theorem_3_4_bound(n)
-
-
-def theorem_3_7_bound(n: int, h: int, d: int, p: int) -> dict:
-    """R = n log2 n - 3 h d p and the error lower bound max(0, R / (3 n log2 n))."""
-    nlogn = n * math.log2(n)
-    R = nlogn - 3 * h * d * p
-    return dict(R=R, bound=max(0.0, R / (3 * nlogn)) if nlogn > 0 else 0.0)
 
 
 def theorem_3_7_inputs(n: int, count: int, generator: torch.Generator):

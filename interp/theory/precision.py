@@ -58,6 +58,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from interp.core import tasks
+from interp.core.bounds import theorem_3_4_bound  # noqa: F401 - precision.theorem_3_4_bound, as before
 from interp.core.forward import Transform, final_logits
 from interp.theory.probe_inputs import ProbeSet, check_probes  # noqa: F401 - precision.ProbeSet, as before
 
@@ -339,11 +340,6 @@ def least_precision(
 
 # --------------------------------------------------------------------------------------------
 # the law over n, c-size and the Theorem 3.4 bound
-
-
-def theorem_3_4_bound(n: int) -> float:
-    """Theorem 3.4: a one-layer case-5 transformer that is always right has hdp >= n log2(n) / 3."""
-    return n * math.log2(n) / 3 if n > 1 else 0.0
 
 
 def c_size(model, bits: int) -> int:

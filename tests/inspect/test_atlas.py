@@ -290,9 +290,3 @@ def test_theory_section_places_seeds_beside_each_line_and_theorems_3_4_3_7_where
     err = R / (3 * 50 * math.log2(50))
     assert f"| 50 | 2 | {R:.1f} | {100 * err:.2f}% | {100 * (1 - err):.2f}% | 42.00% | 1 |" in lines
     assert R == pytest.approx(90.19, abs=0.01) and not any(line.startswith("| 50 | 4 |") for line in lines)
-
-
-@pytest.mark.parametrize("n, d", [(2, 1), (50, 2), (50, 4), (100, 2), (100, 3), (1000, 8)])
-def test_theorem_3_7_as_atlas_reads_it_equals_the_theory_package(n, d):
-    from interp.theory.lower_bounds import theorem_3_7_bound
-    assert atlas.theorem_3_7(n, d) == theorem_3_7_bound(n, 1, d, 32)
