@@ -469,3 +469,48 @@ def test_tables_writes_both_tables_of_the_choice_and_of_the_retrained_mlp_4x(tmp
     call = dict(names=("f07", "f01"), cells=[design.SCREENING[3]])
     assert score.table_folders(dict(choice=dict(chosen="f07", waiting=[], call=call), gate=dict(reference="a-every-4d"))) == \
         ["f07/table1", "f07/table2", "a-every-4d/table1", "a-every-4d/table2", "f01/table1", "f01/table2"]
+
+
+def _seeds_csv_and_store(tmp_path, monkeypatch, committed: dict, stored: dict):
+    """seeds.csv with ``committed`` (run -> accuracy %) and a store with ``stored`` (run ->
+    accuracy %), every run one of f01's screening runs."""
+    import pandas as pd
+    from interp.sweeps import store
+
+    runs = {c.name(): c for c in design.configs("f01")}
+    rows = [dict(combination="f01", case=c.case, n=c.n, n_layers=c.n_layers, pos_embed=c.pos_embed,
+                 d_token=c.d_token, seed=c.seed, accuracy_pct=repr(acc), steps=10000, run=run)
+            for run, acc in committed.items() for c in [runs[run]]]
+    monkeypatch.setattr(score, "SEEDS_CSV", tmp_path / "seeds.csv")
+    score.write_seeds(rows)
+    monkeypatch.setattr(score, "STORE", tmp_path / "store.sqlite")
+    (tmp_path / "store.sqlite").write_bytes(b"")
+    monkeypatch.setattr(store, "read", lambda path: pd.DataFrame(
+        [dict(name=run, status="ok", accuracy=acc / 100, steps=10000) for run, acc in stored.items()]))
+    return list(runs)
+
+
+def test_a_run_trained_twice_keeps_its_committed_number_and_scores_md_says_which_differ(tmp_path, monkeypatch):
+    """A fresh checkout retrains committed runs into a new store: the committed number is scored,
+    the second training is compared (same to 0.01 points, or listed when over 0.5 apart)."""
+    monkeypatch.setattr(score, "names", lambda: ["f01"])
+    a, b, c, d = [c.name() for c in design.configs("f01")][:4]
+    _seeds_csv_and_store(tmp_path, monkeypatch, {a: 50.0, b: 20.0, c: 90.0},
+                         {a: 80.0, b: 20.001, d: 30.0})
+    got = {r["run"]: float(r["accuracy_pct"]) for r in score.screened_rows()}
+    assert got == {a: 50.0, b: 20.0, c: 90.0, d: 30.0}
+    lines = score.trained_twice()
+    assert lines[0].startswith("2 committed runs trained again into this store: 1 with the same accuracy to "
+                               "0.01 points, 1 more than 0.5 points apart")
+    assert lines[1:] == [f"- f01 {a}: 50.00 committed, 80.00 here"]
+
+
+def test_incomplete_lists_the_folders_with_a_run_not_in_seeds_csv_or_the_store(tmp_path, monkeypatch):
+    runs = [c.name() for c in design.configs("f01")]
+    monkeypatch.setattr(score, "names", lambda: ["f01"])
+    _seeds_csv_and_store(tmp_path, monkeypatch, dict.fromkeys(runs[:40], 50.0), dict.fromkeys(runs[40:69], 50.0))
+    assert score.incomplete(["f01", "f02"]) == ["f01", "f02"]  # f01's last run is nowhere; f02's are other runs
+    _seeds_csv_and_store(tmp_path, monkeypatch, dict.fromkeys(runs[:40], 50.0), dict.fromkeys(runs[40:], 50.0))
+    assert score.incomplete(["f01", "f02"]) == ["f02"]
+    with pytest.raises(SystemExit, match="'f01/nope': accepted: folders of experiments/readings/screen"):
+        score.incomplete(["f01", "f01/nope"])

@@ -25,11 +25,17 @@ case "${1:-}" in
   --compose) echo "c1: + + + - + - - - under last-4d"; echo "c2: not written: last-4d is block M's best" ;;
   --close-call) printf '%b' "$CLOSE"; [ -z "$CLOSE_RC" ] || exit "$CLOSE_RC" ;;
   --tables) printf 'f07/table1\\nf07/table2\\na-every-4d/table1\\na-every-4d/table2\\n' ;;
+  --incomplete) shift; for f in "$@"; do case " $COMPLETE " in *" $f "*) ;; *) echo "$f" ;; esac; done ;;
 esac
 '''
 
 
-def _chain(tmp_path, close, close_rc="", names_differ=""):
+BLOCK_2 = ["f09", "f10", "f11", "f12", "f13", "f14", "f15", "f16", "m-last-2048"]
+
+
+def _chain(tmp_path, close, close_rc="", names_differ="", complete=" ".join(BLOCK_2[:6])):
+    """Runs the copied chain; ``complete``: the folders the stubbed ``score.py --incomplete``
+    finds recorded (by default block 2's six committed at the time of writing)."""
     screen = tmp_path / "experiments" / "readings" / "screen"
     screen.mkdir(parents=True)
     shutil.copy(SCREEN / "run_rest.sh", screen)
@@ -40,10 +46,10 @@ def _chain(tmp_path, close, close_rc="", names_differ=""):
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
     (screen / "c2").mkdir()  # left over from an earlier run: compose says "not written", so not trained
     (screen / "c2" / "configs.py").write_text("CONFIGS = []\n")
-    for folder in ("c1", "f07-s59", "f01-s59", "f07/table1", "f07/table2", "a-every-4d/table1", "a-every-4d/table2"):
+    for folder in (*BLOCK_2, "c1", "f07-s59", "f01-s59", "f07/table1", "f07/table2", "a-every-4d/table1", "a-every-4d/table2"):
         (screen / folder).mkdir(parents=True)
         (screen / folder / "configs.py").write_text("CONFIGS = []\n")
-    env = {**os.environ, "CLOSE": close, "CLOSE_RC": close_rc, "NAMES_DIFFER": names_differ}
+    env = {**os.environ, "CLOSE": close, "CLOSE_RC": close_rc, "NAMES_DIFFER": names_differ, "COMPLETE": complete}
     done = subprocess.run(["bash", str(screen / "run_rest.sh"), "-w", "2"], capture_output=True, text=True,
                           env=env, timeout=60)
     calls = (screen / "calls.log").read_text().splitlines() if (screen / "calls.log").exists() else []
@@ -54,9 +60,26 @@ def _chain(tmp_path, close, close_rc="", names_differ=""):
 def test_the_chain_trains_what_each_step_wrote_in_the_declared_order(tmp_path):
     done, calls = _chain(tmp_path, "f07-s59\\nf01-s59\\n")
     assert done.returncode == 0, done.stderr
-    assert calls == ["run_block 2 -w 2", "score --compose", "run_block c1 -w 2", "score --close-call",
-                     "run_block f07-s59 f01-s59 -w 2", "score --tables",
+    assert calls == ["score --incomplete", "run_block f15 f16 m-last-2048 -w 2", "score --compose",
+                     "score --incomplete", "run_block c1 -w 2", "score --close-call", "score --incomplete",
+                     "run_block f07-s59 f01-s59 -w 2", "score --tables", "score --incomplete",
                      "run_block f07/table1 f07/table2 a-every-4d/table1 a-every-4d/table2 -w 2", "score write"]
+
+
+@pytest.mark.skipif(shutil.which("pgrep") is None, reason="run_rest.sh needs pgrep (procps)")
+def test_a_fresh_checkout_trains_only_folders_with_runs_not_recorded(tmp_path):
+    """No store (a fresh checkout): block 2 and a composed copy of a candidate are recorded in
+    seeds.csv, so nothing of them trains; the tables train only the folders left."""
+    done, calls = _chain(tmp_path, "f07-s59\\nf01-s59\\n", complete=" ".join(BLOCK_2) + " c1 f07-s59 f07/table1")
+    assert done.returncode == 0, done.stderr
+    assert [c for c in calls if c.startswith("run_block")] == [
+        "run_block f01-s59 -w 2", "run_block f07/table2 a-every-4d/table1 a-every-4d/table2 -w 2"]
+
+
+def test_block_2_is_run_block_sh_s_block_2():
+    text = (SCREEN / "run_block.sh").read_text()
+    declared = text.split("    2) names=\"$names ", 1)[1].split('"', 1)[0].split()
+    assert declared == BLOCK_2 and " ".join(BLOCK_2) in (SCREEN / "run_rest.sh").read_text()
 
 
 @pytest.mark.skipif(shutil.which("pgrep") is None, reason="run_rest.sh needs pgrep (procps)")
@@ -73,4 +96,4 @@ def test_no_close_call_goes_on_and_a_refused_step_stops_the_chain(tmp_path):
 def test_the_chain_stops_before_scoring_when_the_pinned_interp_names_runs_otherwise(tmp_path):
     done, calls = _chain(tmp_path, "f07-s59\\nf01-s59\\n", names_differ="1")
     assert done.returncode == 1 and "run names under this checkout's interp differ" in done.stderr
-    assert calls == ["run_block 2 -w 2"]  # block 2 trains (pinned); nothing is composed or scored
+    assert calls == []  # checked before anything trains: nothing is trained, composed or scored

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Issue 28's screen from block 2 to the held-out confirmation, unattended, each step as DESIGN.md
 # (sections 3 and 6) declares it and score.py's decision code writes it:
-#   1. block 2 (run_block.sh 2);
+#   1. block 2 (run_block.sh 2), the folders with runs left to train;
 #   2. the composed combinations: score.py --compose writes c1 (and c2 where block M calls for
-#      it), then they train (a composed copy of a candidate trains nothing: its runs are stored);
+#      it), then they train (a composed copy of a candidate trains nothing: its runs are recorded);
 #   3. the close call: score.py --close-call writes <name>-s59 for the top two when their W is
 #      within 2 (or says there is none), then they train;
 #   4. the confirmation: score.py --tables writes both full tables of the choice, of the retrained
-#      mlp-4x and, after a close call, of the runner-up, then they train (their screening cells
-#      are stored: the held-out ones train).
+#      mlp-4x and, after a close call, of the runner-up, then they train (the held-out cells, and
+#      the screening cells again where the store lacks them: trained twice, compared in scores.md).
 # Before each score.py step it checks that this checkout's interp names every run of the study as
 # the pinned interp that trains them does (score.py reads the store by run name).
-# Every step is resumable (a rerun trains only what the store lacks) and waits for a run_block.sh
-# already running, so it can follow one. Nothing is committed: commit each folder's report (and
-# score.py's scores.md and seeds.csv) as it lands. Usage: run_rest.sh [-w WORKERS]
+# Every step is resumable (a rerun trains only folders with runs not recorded: score.py
+# --incomplete) and the chain waits for a run_block.sh already running, so it can follow one.
+# Nothing is committed: commit each folder's report (and score.py's scores.md and seeds.csv) as it
+# lands. Usage: run_rest.sh [-w WORKERS]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../../.." && pwd)
 cd "$repo"
@@ -32,14 +33,18 @@ while busy; do  # one sweep at a time on the study's store
   echo "waiting for a running run_block.sh ($(date -u +%H:%M:%S))"; sleep 60
 done
 
-# train the folders among the lines of a score.py step's output (the step prints what it wrote)
+# train the folders among the lines of a score.py step's output (the step prints what it wrote),
+# leaving out those whose runs are all recorded (score.py --incomplete: in the committed seeds.csv or
+# the store; a fresh checkout has no store and must not train again what is committed)
 train_listed() {
-  local listed=$1 folders=()
+  local listed=$1 folders=() left
   shift
   while read -r line; do
     if [ -n "$line" ] && [ -f "$here/$line/configs.py" ]; then folders+=("$line"); fi
   done <<< "$listed"
-  if [ ${#folders[@]} -gt 0 ]; then bash "$here/run_block.sh" "${folders[@]}" "$@"; fi
+  [ ${#folders[@]} -gt 0 ] || return 0
+  left=$($py "$here/score.py" --incomplete "${folders[@]}")
+  if [ -n "$left" ]; then bash "$here/run_block.sh" $left "$@"; fi
 }
 
 # score.py names runs with this checkout's interp, run_block.sh trains with the pinned one: the
@@ -65,8 +70,8 @@ same_names() {
   return 1
 }
 
-bash "$here/run_block.sh" 2 "$@"
 same_names
+train_listed "$(printf '%s\n' f09 f10 f11 f12 f13 f14 f15 f16 m-last-2048)" "$@"  # block 2 (run_block.sh 2)
 echo "== compose $(date -u +%H:%M:%S)"
 out=$($py "$here/score.py" --compose); echo "$out"
 train_listed "$(sed -n 's/^\(c[12]\): [-+].*/\1/p' <<< "$out")" "$@"  # what compose wrote, not a folder left over

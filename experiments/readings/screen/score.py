@@ -6,6 +6,7 @@
     .venv/bin/python experiments/readings/screen/score.py --compose      # c1, c2 (both blocks complete)
     .venv/bin/python experiments/readings/screen/score.py --close-call   # <name>-s59 for the top two
     .venv/bin/python experiments/readings/screen/score.py --tables       # <choice>/table1, table2 (and mlp-4x's)
+    .venv/bin/python experiments/readings/screen/score.py --incomplete f15 f16   # which still have runs to train
 
 Per combination and screening cell: max and mean accuracy over its finished seeds against the
 paper's max and avg; **W** = comparisons within 5 points (split into maxima and means), **D** =
@@ -31,7 +32,9 @@ Anchors of block M (DESIGN.md section 3), read from committed files: ``none`` = 
 (experiments/bench/tables-cpu reports), ``every-4d`` = mlp-4x and ``every-2048`` = torch-encoder
 (experiments/readings/seeds.csv). Stores are local, so every seed of a combination found in the
 store (screening cells with seeds 0-4 and 5-9, held-out cells with seeds 0-4) is also written to
-``seeds.csv`` here (committed); a run in both keeps the store's numbers.
+``seeds.csv`` here (committed); a run in both keeps the committed numbers, and scores.md says how
+many runs were trained twice and which differ (a fresh checkout has no store, so a sweep there
+trains again what seeds.csv already holds).
 """
 
 from __future__ import annotations
@@ -71,25 +74,53 @@ def _cell(r) -> tuple:
     return (int(r["case"]), int(r["n"]), int(r["n_layers"]), r["pos_embed"], int(r["d_token"]))
 
 
-def screened_rows() -> list[dict]:
-    """Every seed of every combination found in the store, else in seeds.csv (store wins)."""
-    saved = {(r["combination"], r["run"]): r for r in _read_csv(SEEDS_CSV)}
-    if STORE.is_file():
-        from interp.sweeps import store
+def stored_rows() -> dict[tuple, dict]:
+    """(combination, run name) -> seed row, for every run of the study found finished in the store
+    (as `interp report` counts it, DESIGN.md section 5: a failed run with its final accuracy)."""
+    if not STORE.is_file():
+        return {}
+    from interp.sweeps import store
 
-        df = store.read(STORE)
-        # as `interp report` counts (DESIGN.md section 5): a failed run with its final accuracy
-        done = {} if df.empty else {r["name"]: r for _, r in df[df.accuracy.notna()].iterrows()}
-        for name in names():
-            for c in _all_configs(name):
-                if (r := done.get(c.name())) is not None:
-                    saved[(name, c.name())] = dict(
-                        combination=name, case=c.case, n=c.n, n_layers=c.n_layers, pos_embed=c.pos_embed,
-                        d_token=c.d_token, seed=c.seed, accuracy_pct=repr(100 * float(r.accuracy)),
-                        steps=int(r.steps), run=c.name())
+    df = store.read(STORE)
+    done = {} if df.empty else {r["name"]: r for _, r in df[df.accuracy.notna()].iterrows()}
+    out = {}
+    for name in names():
+        for c in _all_configs(name):
+            if (r := done.get(c.name())) is not None:
+                out[(name, c.name())] = dict(
+                    combination=name, case=c.case, n=c.n, n_layers=c.n_layers, pos_embed=c.pos_embed,
+                    d_token=c.d_token, seed=c.seed, accuracy_pct=repr(100 * float(r.accuracy)),
+                    steps=int(r.steps), run=c.name())
+    return out
+
+
+def screened_rows() -> list[dict]:
+    """Every seed of every combination in the committed seeds.csv, and those the store adds. A run
+    in both keeps its committed numbers: the choice is made on what was committed first, and a
+    store is local (a fresh checkout starts without one), so a run can be trained twice; the
+    second training is compared in :func:`trained_twice`, never scored."""
+    saved = {(r["combination"], r["run"]): r for r in _read_csv(SEEDS_CSV)}
+    saved.update({k: r for k, r in stored_rows().items() if k not in saved})
     order, cells = names(), design.SCREENING + design.held_out()
     return sorted(saved.values(), key=lambda r: (order.index(r["combination"]), int(r["seed"]) not in design.SEEDS,
                                                  cells.index(_cell(r)), int(r["seed"])))
+
+
+def trained_twice() -> list[str]:
+    """Runs committed in seeds.csv and trained again into this store (a fresh checkout retrains
+    what it sweeps): how many, how many give the same accuracy to 0.01 points, and every one more
+    than :data:`DRIFT_POINTS` apart (a different CPU can round differently; the committed number is
+    the one scored)."""
+    saved = {(r["combination"], r["run"]): float(r["accuracy_pct"]) for r in _read_csv(SEEDS_CSV)}
+    both = [(k, saved[k], float(r["accuracy_pct"])) for k, r in stored_rows().items() if k in saved]
+    if not both:
+        return ["No committed run is in this store a second time."]
+    same = sum(abs(a - b) < 0.005 for _, a, b in both)
+    far = [f"- {name} {run}: {a:.2f} committed, {b:.2f} here" for (name, run), a, b in both
+           if abs(a - b) > DRIFT_POINTS]
+    return [f"{len(both)} committed run{'s' if len(both) != 1 else ''} trained again into this store: {same} "
+            f"with the same accuracy to 0.01 points, {len(far)} more than {DRIFT_POINTS} points apart "
+            "(the committed numbers are the ones scored).", *far]
 
 
 def _all_configs(name: str) -> list:
@@ -467,7 +498,7 @@ def render(state: dict | None = None) -> str:
               *block_m_lines(state), "", "## Main effects", "", *main_effects(scores), "",
               "## Composed combinations", "", *composed_lines(state), "", "## Choice (section 6.1-6.3)", "",
               *choice_lines(state), "", "## Confirmation on the 48 held-out cells (section 6.4-6.6)", "",
-              *gate_lines(state), ""]
+              *gate_lines(state), "", "## Runs trained twice", "", *trained_twice(), ""]
     return "\n".join(lines)
 
 
@@ -519,8 +550,9 @@ def table_folders(state: dict) -> list[str]:
     ``a-every-4d``, retrained here; a committed anchor has no folder to write) and, after a close
     call, of the runner-up (section 6.4: "run on held-out only after a close call; its score is
     reported, never used to switch"), in that order, once the choice is made; refuses otherwise,
-    saying what it waits for. Their screening cells are runs already stored, so a sweep of them
-    trains the 48 held-out cells only."""
+    saying what it waits for. A sweep of them trains the 48 held-out cells, and the screening cells
+    again where this store lacks them (a fresh checkout's: scored from seeds.csv, compared in
+    scores.md's "Runs trained twice")."""
     ch = state["choice"]
     if not ch["chosen"]:
         raise SystemExit("score.py --tables: no choice yet; waiting for: "
@@ -575,6 +607,21 @@ def plateau(name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def incomplete(folders: list[str]) -> list[str]:
+    """``--incomplete``: of these sweep folders (relative to this directory), those with a run not
+    recorded yet, in seeds.csv or in the store, by run name: what is left to train. A fresh
+    checkout has no store, so this is what keeps it from training again what is committed."""
+    from interp.sweeps.configs_file import read_configs
+
+    bad = [f for f in folders if not (HERE / f / "configs.py").is_file()]
+    if bad:
+        raise SystemExit(f"score.py --incomplete: {', '.join(map(repr, bad))}: accepted: folders of "
+                         f"{HERE.relative_to(HERE.parents[2])} with a configs.py")
+    recorded = {r["run"] for r in screened_rows()}
+    return [f for f in folders
+            if any(c.name() not in recorded for c in read_configs(HERE / f / "configs.py", 10**6)[0])]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(allow_abbrev=False, description="Score issue 28's screen (DESIGN.md sections 5-7); "
                                  "with no option, writes scores.md and seeds.csv.")
@@ -585,7 +632,12 @@ def main(argv=None) -> int:
     what.add_argument("--close-call", action="store_true", help="write <name>-s59 for the top two")
     what.add_argument("--tables", action="store_true",
                       help="write both full tables' folders of the choice and of the mlp-4x it is compared with")
+    what.add_argument("--incomplete", nargs="+", metavar="FOLDER",
+                      help="print those of these folders with runs not recorded yet (in seeds.csv or the store)")
     args = ap.parse_args(argv)
+    if args.incomplete is not None:
+        print("\n".join(incomplete(args.incomplete)))
+        return 0
     if args.plateau is not None:
         text = plateau(args.plateau)
         (HERE / f"plateau-{args.plateau}.md").write_text(text)
