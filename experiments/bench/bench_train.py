@@ -11,9 +11,9 @@ For each config it times, in interleaved blocks (so load from other processes hi
 
 Every engine runs on one intra-op thread (as the trainer does). ``--parallel`` also measures
 how to use both cores: one process with 2 threads vs 2 processes with 1 thread each.
-``--mlp`` times only the two-layer models with an MLP after each attention (Table 2's
-two-layer cells with d_mlp = 4 d_model), where the fast engine forms layer 0's MLP at every
-position. ``--device cuda`` runs both engines on the GPU (data still drawn on the CPU).
+``--mlp`` times only the two-layer models with an MLP (Table 2's two-layer cells with d_mlp =
+4 d_model): after each attention, where the fast engine forms layer 0's MLP at every position,
+and after the last attention only (``mlp="last"``). ``--device cuda`` runs both engines on the GPU (data still drawn on the CPU).
 
     .venv/bin/python experiments/bench/bench_train.py --out experiments/bench/results.md
     .venv/bin/python experiments/bench/bench_train.py --mlp
@@ -55,6 +55,11 @@ CONFIGS = [
      dict(case=5, n=20, d_token=32, n_layers=2, d_mlp=128, init="pytorch")),
     ("case 5, n=10, d_token 32, 2 layers + MLP 128 (mlp-4x, issue 27)",
      dict(case=5, n=10, d_token=32, n_layers=2, d_mlp=128, init="pytorch")),
+    # the screen's last-4d (issue 28): the MLP after the last attention only. The plain loop runs
+    # layer 0's MLP too, its weights fixed at zero (TransformerLens has no per-block MLP switch);
+    # the fast engine leaves it out and forms the last MLP at the final position only
+    ("case 5, n=10, d_token 32, 2 layers + MLP 128 after the last only (last-4d)",
+     dict(case=5, n=10, d_token=32, n_layers=2, d_mlp=128, mlp="last", init="pytorch")),
 ]
 #: indices of the two-layer MLP configs (``--mlp``)
 MLP_CONFIGS = [i for i, (_, kw) in enumerate(CONFIGS) if kw.get("d_mlp") and kw.get("n_layers") == 2]
