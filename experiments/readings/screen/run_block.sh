@@ -4,6 +4,11 @@
 # (M: block M's anchors none and every-4d retrained here, after the drift check tripped; a NAME
 # is any sweep folder here, e.g. c1 or a close call's folder).
 #
+# The store is local and a session may start from a fresh clone, so the runs' rows are kept in
+# git: the sweeps store rows only (--no-checkpoints: the screen reads accuracies and curves, never
+# a model), after each folder `score.py --snapshot` copies the store to store-snapshot.sqlite (to
+# commit with the folder's report), and with no store here the snapshot is copied in first.
+#
 # The code is pinned (DESIGN.md, section 9): the `interp` package is imported from a detached
 # worktree of commit $PIN, so a later change to the engine cannot enter the screen; the sweep
 # folders, the store and the reports are this checkout's.
@@ -33,8 +38,16 @@ fi
 export PYTHONPATH="$pinned"
 .venv/bin/python -P -c "import interp, sys; sys.exit(0 if interp.__file__.startswith('$pinned') else 'interp is not imported from the pinned worktree')"
 store=experiments/readings/screen/results/store.sqlite
+snapshot=experiments/readings/screen/store-snapshot.sqlite
+if [ ! -f "$store" ] && [ -f "$snapshot" ]; then
+  mkdir -p "$(dirname "$store")"
+  cp "$snapshot" "$store"
+  echo "no store: copied $snapshot (the runs committed with it count as trained)"
+fi
 for name in $names; do
   echo "== $name $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg) code ${PIN:0:12}"
-  .venv/bin/interp sweep "experiments/readings/screen/$name" --store "$store" --workers "$workers" --save-every 180
+  .venv/bin/interp sweep "experiments/readings/screen/$name" --store "$store" --workers "$workers" --save-every 180 \
+    --no-checkpoints
   .venv/bin/interp report "experiments/readings/screen/$name" --store "$store"
+  .venv/bin/python -P experiments/readings/screen/score.py --snapshot
 done

@@ -13,8 +13,8 @@
 # the pinned interp that trains them does (score.py reads the store by run name).
 # Every step is resumable (a rerun trains only folders with runs not recorded: score.py
 # --incomplete) and the chain waits for a run_block.sh already running, so it can follow one.
-# Nothing is committed: commit each folder's report (and score.py's scores.md and seeds.csv) as it
-# lands. Usage: run_rest.sh [-w WORKERS]
+# Nothing is committed: commit each folder's report (and score.py's scores.md and seeds.csv, and
+# run_block.sh's store-snapshot.sqlite) as it lands. Usage: run_rest.sh [-w WORKERS]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../../.." && pwd)
 cd "$repo"
