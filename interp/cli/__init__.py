@@ -8,7 +8,7 @@ inspect, theory) logs and returns data; these modules parse, call it and print.
 * :mod:`interp.cli.pipeline` - ``interp run``, the main job (verify, demo sweep, report, analysis).
 * :mod:`interp.cli.verify` - ``interp verify``.
 * :mod:`interp.cli.sweep`, :mod:`interp.cli.report`, :mod:`interp.cli.store`,
-  :mod:`interp.cli.runs` - ``interp sweep``, ``interp report``, ``interp store verify``,
+  :mod:`interp.cli.runs` - ``interp sweep``, ``interp report``, ``interp store verify``/``rows``,
   ``interp runs``.
 * :mod:`interp.cli.probe`, :mod:`interp.cli.viz`, :mod:`interp.cli.analysis` - ``interp probe``,
   ``interp viz``, ``interp analyze-sweep``.
@@ -45,7 +45,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("interp.cli.sweep", "train a sweep folder's configs into its results store (resumable)"),
     "report": ("interp.cli.report", "render a sweep's table beside the paper's, its violin plots and its loss curves"),
     "runs": ("interp.cli.runs", "list a results store's runs by config, with their checkpoints (--where, --json)"),
-    "store": ("interp.cli.store", "store verify STORE: rows against their checksums, checkpoints against their sha256"),
+    "store": ("interp.cli.store", "store verify STORE: rows against their checksums, checkpoints against their sha256; "
+              "store rows STORE DEST: the rows without checkpoints, to commit"),
     "run": ("interp.cli.pipeline", "the main job: verify, train the demo sweep (--full: Tables 1, 2), report"),
     "probe": ("interp.cli.probe", "measure one model (checkpoint or --construction): attention, probes, circuits"),
     "viz": ("interp.cli.viz", "write a model's attention HTML (offline) and circle/QK/OV/spectrum PNGs"),

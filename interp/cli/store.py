@@ -1,4 +1,5 @@
 """interp store verify STORE: check a results store and its checkpoints, naming what is wrong.
+interp store rows STORE DEST: write DEST, STORE's rows without checkpoints, to commit or carry.
 
 STORE: a store file, a sweep folder or an ``interp train`` folder
 (:func:`interp.sweeps.frame.find_store`)."""
@@ -14,6 +15,10 @@ def add_arguments(p) -> None:
     v = sub.add_parser("verify", help="every row against its checksum, every checkpoint file against the row's sha256")
     v.add_argument("store", help="a results store or its sweep folder (e.g. experiments/table1)")
     v.add_argument("--json", action="store_true", help="print the counts and problems as JSON")
+    r = sub.add_parser("rows", help="write DEST: the store's rows without checkpoints (its runs count as trained, "
+                       "cannot be loaded); a consistent copy while a sweep writes, e.g. to commit to git")
+    r.add_argument("store", help="a results store or its sweep folder")
+    r.add_argument("dest", help="the SQLite file to write (an earlier one is replaced whole)")
 
 
 def run(args) -> int:
@@ -21,6 +26,10 @@ def run(args) -> int:
     from interp.sweeps.frame import find_store
 
     path = find_store(args.store)
+    if args.action == "rows":
+        runs = store.copy_rows(path, args.dest)
+        print(f"{args.dest}: {runs} run(s) of {path}, without checkpoints")
+        return 0
     counts = store.verify(path)  # rows: an edited or corrupt row raises, naming the run
     damaged = store.checkpoint_problems(path)
     if args.json:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 # the files beside the store, re-exported: the driver's lock and the checkpoint folders
@@ -156,6 +157,21 @@ class Store:
                 (row_digest(base), extra_digest(record.name, extra), record.name),
             )
 
+    def drop_checkpoints(self) -> int:
+        """Every run's ``checkpoint`` and ``checksums`` set to NULL and its digests recomputed, in
+        one transaction: each run then reads as one stored by ``interp sweep --no-checkpoints``
+        (trained, its row intact, no model to load). Only :func:`copy_rows` calls it, on a copy.
+        Returns the number of runs."""
+        columns = (*RUN_COLUMNS, *EXTRA_COLUMNS)
+        with self._transaction():
+            self._db.execute("UPDATE runs SET checkpoint=NULL, checksums=NULL")
+            rows = self._db.execute(f"SELECT {', '.join(columns)} FROM runs").fetchall()
+            for stored in rows:
+                base, extra = stored[: len(RUN_COLUMNS)], stored[len(RUN_COLUMNS):]
+                self._db.execute(f"UPDATE runs SET {DIGEST_COLUMN}=?, {EXTRA_DIGEST}=? WHERE name=?",
+                                 (row_digest(base), extra_digest(base[0], extra), base[0]))
+        return len(rows)
+
     # -- sweep invocations
     def begin_sweep(self, sweep: str, workers: int, environment: dict | None = None) -> int:
         with self._transaction():
@@ -207,3 +223,31 @@ class Store:
                 db.execute("ROLLBACK" if exc_type else "COMMIT")
 
         return _Tx()
+
+
+def copy_rows(src: str | os.PathLike, dest: str | os.PathLike) -> int:
+    """Write ``dest``: the store ``src`` with every run's and every sweep's row but no
+    checkpoint (:meth:`Store.drop_checkpoints`), the form to commit to git or carry to a machine
+    without the checkpoint folders, where its runs count as trained (``interp sweep`` trains
+    none of them again) and cannot be loaded. ``src`` is verified first (an edited row raises
+    before a byte is written) and copied with SQLite's backup API (consistent while a sweep
+    writes it); ``dest`` is written through a temporary file and a rename, so an interrupted
+    copy leaves an earlier ``dest`` whole. Returns the number of runs."""
+    src, dest = Path(src), Path(dest)
+    if dest.is_dir():
+        raise ValueError(f"dest {dest} is a folder; accepted: an SQLite file path")
+    if dest.exists() and dest.resolve() == src.resolve():
+        raise ValueError(f"dest {dest} is the store itself; accepted: another path")
+    verify(src)
+    tmp = dest.with_name(dest.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        with closing(sqlite3.connect(sqlite_uri(src, "ro"), uri=True)) as a, closing(sqlite3.connect(tmp)) as b:
+            a.backup(b)
+        with Store(tmp) as db:
+            runs = db.drop_checkpoints()
+        verify(tmp)
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return runs

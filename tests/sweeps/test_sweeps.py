@@ -247,6 +247,38 @@ def test_a_sweep_without_checkpoints_keeps_rows_and_resumes(tmp_path, calls):
     assert len(with_files) == 2 and all(Path(p).is_dir() for p in with_files["checkpoint"])
 
 
+def test_rows_without_checkpoints_carry_a_sweep_to_a_machine_without_its_files(tmp_path, calls):
+    """``interp store rows``: the copy keeps every row but the checkpoint (its digests recomputed,
+    so it verifies), the driver on a fresh folder holding only the copy trains none of the copied
+    runs again, and a copy is refused onto the store itself or from an edited store."""
+    sw = sweeps.load(make_sweep(tmp_path / "here"))
+    sweeps.run_sweep(sw, limit=3)
+    before = store.read(sw.default_store).set_index("name")
+    dest = tmp_path / "rows.sqlite"
+    assert cli.main(["store", "rows", str(sw.root), str(dest)]) == 0
+    after = store.read(dest).set_index("name")
+    assert after["checkpoint"].isna().all() and after["checksums"].isna().all()
+    keep = [c for c in before.columns if c not in ("checkpoint", "checksums", "row_sha256", "extra_sha256")]
+    assert after[keep].equals(before[keep])  # accuracies, curves, times: bit for bit
+    assert store.read_sweeps(dest)["id"].tolist() == store.read_sweeps(sw.default_store)["id"].tolist()
+    assert store.verify(dest, files=True) == {"verified": 3, "unverified": 0, "files": 0}
+
+    there = make_sweep(tmp_path / "there")  # another checkout: same configs.py, no results
+    (there / "results").mkdir()
+    shutil.copy(dest, there / "results" / "store.sqlite")
+    summary = sweeps.run_sweep(sweeps.load(there))
+    assert (summary.trained, summary.skipped) == (1, 3) and calls[-1] == [1]  # only the run never trained
+
+    with pytest.raises(ValueError, match="is the store itself"):
+        store.copy_rows(sw.default_store, sw.default_store)
+    with sqlite3.connect(sw.default_store) as db:  # an edit the digests catch
+        db.execute("UPDATE runs SET accuracy = 0.123 WHERE rowid = 1")
+    dest.write_bytes(b"the earlier copy")
+    with pytest.raises(ValueError, match="does not match its row_sha256"):
+        store.copy_rows(sw.default_store, dest)
+    assert dest.read_bytes() == b"the earlier copy" and not (tmp_path / "rows.sqlite.tmp").exists()
+
+
 def test_the_pool_schedules_the_costliest_groups_first():
     from interp.sweeps import workers
 
