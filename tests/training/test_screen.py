@@ -471,38 +471,69 @@ def test_tables_writes_both_tables_of_the_choice_and_of_the_retrained_mlp_4x(tmp
         ["f07/table1", "f07/table2", "a-every-4d/table1", "a-every-4d/table2", "f01/table1", "f01/table2"]
 
 
-def _seeds_csv_and_store(tmp_path, monkeypatch, committed: dict, stored: dict):
-    """seeds.csv with ``committed`` (run -> accuracy %) and a store with ``stored`` (run ->
-    accuracy %), every run one of f01's screening runs."""
+def _seeds_csv_and_store(tmp_path, monkeypatch, committed: dict, stored: dict, name: str = "f01"):
+    """seeds.csv with ``committed`` (run -> accuracy %, or (accuracy %, finished_at)) under
+    combination ``name`` and a store with ``stored`` (the same forms), every run one of ``name``'s
+    screening runs; a store row without a time finished at "T0"."""
     import pandas as pd
     from interp.sweeps import store
 
-    runs = {c.name(): c for c in design.configs("f01")}
-    rows = [dict(combination="f01", case=c.case, n=c.n, n_layers=c.n_layers, pos_embed=c.pos_embed,
-                 d_token=c.d_token, seed=c.seed, accuracy_pct=repr(acc), steps=10000, run=run)
-            for run, acc in committed.items() for c in [runs[run]]]
+    def split(v):
+        return v if isinstance(v, tuple) else (v, "")
+
+    runs = {c.name(): c for c in design.configs(name)}
+    rows = [dict(combination=name, case=c.case, n=c.n, n_layers=c.n_layers, pos_embed=c.pos_embed,
+                 d_token=c.d_token, seed=c.seed, accuracy_pct=repr(split(v)[0]), steps=10000, run=run,
+                 finished_at=split(v)[1]) for run, v in committed.items() for c in [runs[run]]]
     monkeypatch.setattr(score, "SEEDS_CSV", tmp_path / "seeds.csv")
     score.write_seeds(rows)
     monkeypatch.setattr(score, "STORE", tmp_path / "store.sqlite")
     (tmp_path / "store.sqlite").write_bytes(b"")
     monkeypatch.setattr(store, "read", lambda path: pd.DataFrame(
-        [dict(name=run, status="ok", accuracy=acc / 100, steps=10000) for run, acc in stored.items()]))
+        [dict(name=run, status="ok", accuracy=split(v)[0] / 100, steps=10000, finished_at=split(v)[1] or "T0")
+         for run, v in stored.items()], columns=["name", "status", "accuracy", "steps", "finished_at"]))
     return list(runs)
 
 
 def test_a_run_trained_twice_keeps_its_committed_number_and_scores_md_says_which_differ(tmp_path, monkeypatch):
     """A fresh checkout retrains committed runs into a new store: the committed number is scored,
-    the second training is compared (same to 0.01 points, or listed when over 0.5 apart)."""
+    and a second training (another finished_at; for a row committed before that column, other
+    numbers) is compared: same to 0.01 points, or listed when over 0.5 apart. A run the store
+    holds from the training that was committed is not a second training."""
     monkeypatch.setattr(score, "names", lambda: ["f01"])
-    a, b, c, d = [c.name() for c in design.configs("f01")][:4]
-    _seeds_csv_and_store(tmp_path, monkeypatch, {a: 50.0, b: 20.0, c: 90.0},
-                         {a: 80.0, b: 20.001, d: 30.0})
-    got = {r["run"]: float(r["accuracy_pct"]) for r in score.screened_rows()}
-    assert got == {a: 50.0, b: 20.0, c: 90.0, d: 30.0}
+    a, b, c, d, e, f = [c.name() for c in design.configs("f01")][:6]
+    committed = {a: (50.0, "T1"), b: (20.0, "T1"), c: 90.0, e: (40.0, "T2"), f: 12.5}
+    stored = {a: (80.0, "T3"), b: (20.001, "T3"), d: 30.0, e: (40.0, "T2"), f: 12.5}
+    _seeds_csv_and_store(tmp_path, monkeypatch, committed, stored)
+    rows = {r["run"]: r for r in score.screened_rows()}
+    assert {k: float(r["accuracy_pct"]) for k, r in rows.items()} == {a: 50.0, b: 20.0, c: 90.0, d: 30.0, e: 40.0,
+                                                                      f: 12.5}
+    assert rows[f]["finished_at"] == "T0" and rows[c]["finished_at"] == ""  # f: the same numbers, so that training
     lines = score.trained_twice()
     assert lines[0].startswith("2 committed runs trained again into this store: 1 with the same accuracy to "
                                "0.01 points, 1 more than 0.5 points apart")
-    assert lines[1:] == [f"- f01 {a}: 50.00 committed, 80.00 here"]
+    assert lines[1:] == [f"- {a}: 50.00 committed, 80.00 here"]
+    _seeds_csv_and_store(tmp_path, monkeypatch, {f: 12.5}, {f: 13.0})  # committed before finished_at, other numbers
+    assert score.trained_twice()[0].startswith("1 committed run trained again into this store: 0 with the same")
+
+
+def test_a_composed_copy_with_no_store_is_scored_from_the_candidates_committed_rows(tmp_path, monkeypatch):
+    """c1 with f07's levels is f07's models: with f07 committed and no store, --incomplete has
+    nothing to train for c1 and c1 still has every seed (found on review: it had none, so the
+    choice waited for c1 forever)."""
+    monkeypatch.setattr(score.design, "HERE", tmp_path)
+    monkeypatch.setattr(score, "HERE", tmp_path)
+    f07 = score.design.combinations()["f07"]
+    score.design.write_folder("c1", levels=dict(f07[0]), mlp_level=f07[1])  # score's design: HERE is tmp_path
+    assert (tmp_path / "c1" / "levels.csv").is_file()
+    runs = [c.name() for c in design.configs("f07")]
+    _seeds_csv_and_store(tmp_path, monkeypatch, {r: 60.0 + i / 10 for i, r in enumerate(runs)}, {}, name="f07")
+    monkeypatch.setattr(score, "STORE", tmp_path / "no-store.sqlite")
+    assert "c1" in score.names() and score.incomplete(["c1"]) == []
+    rows = score.screened_rows()
+    c1 = {r["run"]: r["accuracy_pct"] for r in rows if r["combination"] == "c1"}
+    assert c1 == {r: repr(60.0 + i / 10) for i, r in enumerate(runs)}
+    assert score.by_cell(rows)["c1"] == score.by_cell(rows)["f07"]
 
 
 def test_incomplete_lists_the_folders_with_a_run_not_in_seeds_csv_or_the_store(tmp_path, monkeypatch):

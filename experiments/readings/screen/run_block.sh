@@ -2,7 +2,8 @@
 # Train one block of the screen (DESIGN.md, section 8) into the study's one store; resumable:
 # a rerun trains only the runs the store lacks. Usage: run_block.sh 1|2|M|NAME... [-w WORKERS]
 # (M: block M's anchors none and every-4d retrained here, after the drift check tripped; a NAME
-# is any sweep folder here, e.g. c1 or a close call's folder).
+# is any sweep folder here, e.g. c1 or a close call's folder). run_block.sh --prepare only makes
+# the pinned worktree (below) and exits: run_rest.sh compares run names under it first.
 #
 # The store is local and a session may start from a fresh clone, so the runs' rows are kept in
 # git: the sweeps store rows only (--no-checkpoints: the screen reads accuracies and curves, never
@@ -18,8 +19,10 @@ cd "$repo"
 PIN=9996044ffff49cd919294a3e6ab8f7c5036dd695
 workers=2
 names=""
+prepare=""
 while [ $# -gt 0 ]; do
   case $1 in
+    --prepare) prepare=1; shift ;;
     -w) workers=${2:?-w needs a number}; shift 2 ;;
     1) names="$names f01 f02 f03 f04 f05 f06 f07 f08"; shift ;;
     2) names="$names f09 f10 f11 f12 f13 f14 f15 f16 m-last-2048"; shift ;;
@@ -29,7 +32,7 @@ while [ $# -gt 0 ]; do
        names="$names $1"; shift ;;
   esac
 done
-[ -n "$names" ] || { echo "usage: run_block.sh 1|2|M|NAME... [-w WORKERS]" >&2; exit 2; }
+[ -n "$names$prepare" ] || { echo "usage: run_block.sh 1|2|M|NAME... [-w WORKERS] | --prepare" >&2; exit 2; }
 pinned="${TMPDIR:-/tmp}/interp-screen-${PIN:0:12}"
 if [ ! -d "$pinned/interp" ]; then
   git worktree prune  # a worktree whose folder went with an earlier session's /tmp
@@ -37,6 +40,7 @@ if [ ! -d "$pinned/interp" ]; then
 fi
 export PYTHONPATH="$pinned"
 .venv/bin/python -P -c "import interp, sys; sys.exit(0 if interp.__file__.startswith('$pinned') else 'interp is not imported from the pinned worktree')"
+[ -z "$prepare" ] || exit 0
 store=experiments/readings/screen/results/store.sqlite
 snapshot=experiments/readings/screen/store-snapshot.sqlite
 if [ ! -f "$store" ] && [ -f "$snapshot" ]; then

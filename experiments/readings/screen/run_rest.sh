@@ -3,7 +3,8 @@
 # (sections 3 and 6) declares it and score.py's decision code writes it:
 #   1. block 2 (run_block.sh 2), the folders with runs left to train;
 #   2. the composed combinations: score.py --compose writes c1 (and c2 where block M calls for
-#      it), then they train (a composed copy of a candidate trains nothing: its runs are recorded);
+#      it), then they train (a composed copy of a candidate trains nothing: its runs are recorded,
+#      and score.py gives each combination every committed row of its runs, by run name);
 #   3. the close call: score.py --close-call writes <name>-s59 for the top two when their W is
 #      within 2 (or says there is none), then they train;
 #   4. the confirmation: score.py --tables writes both full tables of the choice, of the retrained
@@ -11,8 +12,9 @@
 #      the screening cells again where the store lacks them: trained twice, compared in scores.md).
 # Before each score.py step it checks that this checkout's interp names every run of the study as
 # the pinned interp that trains them does (score.py reads the store by run name).
-# Every step is resumable (a rerun trains only folders with runs not recorded: score.py
-# --incomplete) and the chain waits for a run_block.sh already running, so it can follow one.
+# Every step is resumable (a rerun trains only folders with a run recorded nowhere: score.py
+# --incomplete; the sweep of such a folder trains all its runs the store lacks), and the chain
+# waits for a run_block.sh already running, so it can follow one.
 # Nothing is committed: commit each folder's report (and score.py's scores.md and seeds.csv, and
 # run_block.sh's store-snapshot.sqlite) as it lands. Usage: run_rest.sh [-w WORKERS]
 set -euo pipefail
@@ -64,12 +66,14 @@ print(h.hexdigest())
 PY
 }
 same_names() {
+  [ -d "$pinned/interp" ] || { echo "no pinned worktree at $pinned (run_block.sh --prepare makes it); stopped" >&2; return 1; }
   [ "$(names "")" = "$(names "$pinned")" ] && return 0
   echo "run names under this checkout's interp differ from the pinned one's ($pinned): score.py would" \
        "misread the store; stopped" >&2
   return 1
 }
 
+bash "$here/run_block.sh" --prepare  # the pinned worktree, which same_names reads
 same_names
 train_listed "$(printf '%s\n' f09 f10 f11 f12 f13 f14 f15 f16 m-last-2048)" "$@"  # block 2 (run_block.sh 2)
 echo "== compose $(date -u +%H:%M:%S)"

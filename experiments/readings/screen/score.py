@@ -69,7 +69,10 @@ STORE = HERE / "results" / "store.sqlite"
 #: fresh checkout starts from (run_block.sh copies it to STORE when there is no store)
 SNAPSHOT = HERE / "store-snapshot.sqlite"
 SEEDS_CSV = HERE / "seeds.csv"
-FIELDS = ["combination", "case", "n", "n_layers", "pos_embed", "d_token", "seed", "accuracy_pct", "steps", "run"]
+#: ``finished_at``: when the store that trained the run finished it (which training gave the
+#: number; empty in rows committed before the column existed)
+FIELDS = ["combination", "case", "n", "n_layers", "pos_embed", "d_token", "seed", "accuracy_pct", "steps", "run",
+          "finished_at"]
 ANCHORS = {"none": "attention-only", "every-4d": "mlp-4x", "every-2048": "torch-encoder"}
 DRIFT_POINTS = 0.5
 
@@ -78,9 +81,11 @@ def _cell(r) -> tuple:
     return (int(r["case"]), int(r["n"]), int(r["n_layers"]), r["pos_embed"], int(r["d_token"]))
 
 
-def stored_rows() -> dict[tuple, dict]:
-    """(combination, run name) -> seed row, for every run of the study found finished in the store
-    (as `interp report` counts it, DESIGN.md section 5: a failed run with its final accuracy)."""
+def stored_rows() -> dict[str, dict]:
+    """Run name -> seed row (no combination: a run can belong to several) of every run some
+    combination of the study declares, found finished in the store (as `interp report` counts it,
+    DESIGN.md section 5: a failed run with its final accuracy), with the store's ``finished_at``:
+    which training gave the number."""
     if not STORE.is_file():
         return {}
     from interp.sweeps import store
@@ -91,37 +96,62 @@ def stored_rows() -> dict[tuple, dict]:
     for name in names():
         for c in _all_configs(name):
             if (r := done.get(c.name())) is not None:
-                out[(name, c.name())] = dict(
-                    combination=name, case=c.case, n=c.n, n_layers=c.n_layers, pos_embed=c.pos_embed,
-                    d_token=c.d_token, seed=c.seed, accuracy_pct=repr(100 * float(r.accuracy)),
-                    steps=int(r.steps), run=c.name())
+                out[c.name()] = dict(case=c.case, n=c.n, n_layers=c.n_layers, pos_embed=c.pos_embed,
+                                     d_token=c.d_token, seed=c.seed, accuracy_pct=repr(100 * float(r.accuracy)),
+                                     steps=int(r.steps), run=c.name(), finished_at=str(r.finished_at))
     return out
 
 
+def _same_training(committed: dict, stored: dict) -> bool:
+    """Whether a committed row is the stored run's training: the same ``finished_at``; a row
+    committed before seeds.csv had that column, when its numbers are the stored ones exactly."""
+    if committed.get("finished_at"):
+        return committed["finished_at"] == stored["finished_at"]
+    return committed["accuracy_pct"] == stored["accuracy_pct"] and int(committed["steps"]) == int(stored["steps"])
+
+
 def screened_rows() -> list[dict]:
-    """Every seed of every combination in the committed seeds.csv, and those the store adds. A run
-    in both keeps its committed numbers: the choice is made on what was committed first, and a
-    store is local (a fresh checkout starts without one), so a run can be trained twice; the
-    second training is compared in :func:`trained_twice`, never scored."""
-    saved = {(r["combination"], r["run"]): r for r in _read_csv(SEEDS_CSV)}
-    saved.update({k: r for k, r in stored_rows().items() if k not in saved})
+    """Every seed of every combination (``names()``), by run name: the row committed in seeds.csv
+    for that combination, else one committed for the same run under another combination (a
+    composed copy of a candidate, or f01's one-layer runs, which are mlp-4x's), else the store's.
+    A run committed and stored keeps its committed numbers: the choice is made on what was
+    committed first, and a store is local (a fresh checkout starts without one), so a run can be
+    trained twice; :func:`trained_twice` compares the second training, which is never scored."""
+    saved, by_run = {}, {}
+    for r in _read_csv(SEEDS_CSV):
+        saved[(r["combination"], r["run"])] = r
+        by_run.setdefault(r["run"], r)
+    stored = stored_rows()
+    rows = []
+    for name in names():
+        for c in _all_configs(name):
+            run = c.name()
+            r = saved.get((name, run)) or by_run.get(run) or stored.get(run)
+            if r is None:
+                continue
+            row = {**r, "combination": name}
+            if run in stored and not row.get("finished_at") and _same_training(row, stored[run]):
+                row["finished_at"] = stored[run]["finished_at"]  # committed before the column existed
+            rows.append(row)
     order, cells = names(), design.SCREENING + design.held_out()
-    return sorted(saved.values(), key=lambda r: (order.index(r["combination"]), int(r["seed"]) not in design.SEEDS,
-                                                 cells.index(_cell(r)), int(r["seed"])))
+    return sorted(rows, key=lambda r: (order.index(r["combination"]), int(r["seed"]) not in design.SEEDS,
+                                       cells.index(_cell(r)), int(r["seed"])))
 
 
 def trained_twice() -> list[str]:
-    """Runs committed in seeds.csv and trained again into this store (a fresh checkout retrains
-    what it sweeps): how many, how many give the same accuracy to 0.01 points, and every one more
-    than :data:`DRIFT_POINTS` apart (a different CPU can round differently; the committed number is
-    the one scored)."""
-    saved = {(r["combination"], r["run"]): float(r["accuracy_pct"]) for r in _read_csv(SEEDS_CSV)}
-    both = [(k, saved[k], float(r["accuracy_pct"])) for k, r in stored_rows().items() if k in saved]
+    """Runs committed in seeds.csv from one training and found in this store from another (a
+    fresh checkout retrains what it sweeps; told apart by ``finished_at``): how many, how many
+    give the same accuracy to 0.01 points, and every one more than :data:`DRIFT_POINTS` apart (a
+    different CPU can round differently; the committed number is the one scored)."""
+    committed = {}
+    for r in _read_csv(SEEDS_CSV):
+        committed.setdefault(r["run"], r)
+    both = [(run, float(committed[run]["accuracy_pct"]), float(r["accuracy_pct"]))
+            for run, r in stored_rows().items() if run in committed and not _same_training(committed[run], r)]
     if not both:
-        return ["No committed run is in this store a second time."]
+        return ["No committed run was trained again into this store."]
     same = sum(abs(a - b) < 0.005 for _, a, b in both)
-    far = [f"- {name} {run}: {a:.2f} committed, {b:.2f} here" for (name, run), a, b in both
-           if abs(a - b) > DRIFT_POINTS]
+    far = [f"- {run}: {a:.2f} committed, {b:.2f} here" for run, a, b in both if abs(a - b) > DRIFT_POINTS]
     return [f"{len(both)} committed run{'s' if len(both) != 1 else ''} trained again into this store: {same} "
             f"with the same accuracy to 0.01 points, {len(far)} more than {DRIFT_POINTS} points apart "
             "(the committed numbers are the ones scored).", *far]
@@ -154,7 +184,7 @@ def write_seeds(rows: list[dict]) -> None:
     with open(SEEDS_CSV, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
         w.writeheader()
-        w.writerows({k: str(r[k]) for k in FIELDS} for r in rows)
+        w.writerows({k: str(r.get(k, "")) for k in FIELDS} for r in rows)
 
 
 def anchor_seeds() -> dict[str, dict]:
@@ -621,7 +651,7 @@ def incomplete(folders: list[str]) -> list[str]:
     if bad:
         raise SystemExit(f"score.py --incomplete: {', '.join(map(repr, bad))}: accepted: folders of "
                          f"{HERE.relative_to(HERE.parents[2])} with a configs.py")
-    recorded = {r["run"] for r in screened_rows()}
+    recorded = {r["run"] for r in _read_csv(SEEDS_CSV)} | set(stored_rows())
     return [f for f in folders
             if any(c.name() not in recorded for c in read_configs(HERE / f / "configs.py", 10**6)[0])]
 
