@@ -60,6 +60,11 @@ CONFIGS = [
     # the fast engine leaves it out and forms the last MLP at the final position only
     ("case 5, n=10, d_token 32, 2 layers + MLP 128 after the last only (last-4d)",
      dict(case=5, n=10, d_token=32, n_layers=2, d_mlp=128, mlp="last", init="pytorch")),
+    # the screen's choice, f14 (experiments/readings/screen/scores.md): last-4d with the
+    # unembedding bias off, W_O identity, residual "embed" and one key order per batch
+    ("case 5, n=10, d_token 32, 2 layers + MLP 128 after the last only, f14's fields (screen choice)",
+     dict(case=5, n=10, d_token=32, n_layers=2, d_mlp=128, mlp="last", init="pytorch", unembed_bias=False,
+          W_O="identity", residual="embed", key_order="batch")),
 ]
 #: indices of the two-layer MLP configs (``--mlp``)
 MLP_CONFIGS = [i for i, (_, kw) in enumerate(CONFIGS) if kw.get("d_mlp") and kw.get("n_layers") == 2]
