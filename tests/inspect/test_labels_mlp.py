@@ -416,15 +416,19 @@ def _before_models():
 
 
 def test_attention_only_columns_are_unchanged_and_the_mlp_columns_empty():
-    """Every column the code wrote before stays (same names, order and values, to 1e-6: another
-    CPU's kernels may round the last bits differently); the MLP columns follow, NaN / none."""
+    """Every column the code wrote before stays (same names, order and values, to 1e-6, r2_* to
+    1e-4: another CPU's kernels may round the last bits differently); the MLP columns follow,
+    NaN / none."""
     for name, model in _before_models().items():
         row = analysis.measure(model, batch_size=128)
         before = BEFORE[name]
         assert list(row) == [*before, *MLP_COLUMNS], name
         for col, value in before.items():
             if isinstance(value, float) and not isinstance(value, bool):
-                assert row[col] == pytest.approx(value, rel=1e-6, abs=1e-9, nan_ok=True), (name, col)
+                # r2_*: least-squares fits, whose conditioning amplifies the last bits (r2_resid of
+                # the untrained two-layer model: 3e-6 apart on an AMD EPYC from the Intel Xeon's)
+                rel = 1e-4 if col.startswith("r2_") else 1e-6
+                assert row[col] == pytest.approx(value, rel=rel, abs=1e-9, nan_ok=True), (name, col)
             else:
                 assert row[col] == value, (name, col)
         assert all(math.isnan(row[c]) for c in MLP_COLUMNS[:4]) and row["mlp_role"] == "none"

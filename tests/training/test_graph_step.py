@@ -56,8 +56,10 @@ def _assert_same(a, b, exact: bool):
     for (name, p), q in zip(a.model.named_parameters(), b.model.parameters(), strict=True):
         if exact:
             assert torch.equal(p, q), name
-        else:
-            torch.testing.assert_close(p, q, atol=1e-5, rtol=0, msg=name)
+        else:  # training amplifies the last bits: at lr 0.05 over 170 steps, seed 1 of "screen" ends
+            # 2.4e-4 apart on an AMD EPYC (within 1e-5 on an Intel Xeon); a wrong step moves
+            # parameters by O(0.1), so 1e-3 still separates rounding from a bug
+            torch.testing.assert_close(p, q, atol=1e-3, rtol=0, msg=name)
 
 
 @pytest.mark.parametrize("group", list(GROUPS))
