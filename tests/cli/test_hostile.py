@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from interp import cli
@@ -238,6 +238,18 @@ def _src(v) -> str:
 field_names = st.sampled_from(["case", "pos_embed", "d_token", "seed", "colour", "", "n"])
 
 
+def _too_big(fields: dict) -> bool:
+    """Whether one training step of these (valid) fields needs more than half this machine's
+    memory: the sweep refuses it before training (hypothesis found n = 2**63 valid)."""
+    from interp.core import limits
+
+    c = TrainConfig(**fields)
+    need = limits.train_step_bytes(c.case, n=c.n, d_token=c.d_token, n_layers=c.n_layers, d_mlp=c.d_mlp,
+                                   batch_size=c.batch_size, seeds=1)
+    have = limits.memory_bytes()
+    return bool(have) and need > have // 2
+
+
 @SMALL
 @given(
     kwargs=st.dictionaries(st.sampled_from(["case", "n", "d_token", "n_layers", "lr", "pos_embed"]),
@@ -245,6 +257,7 @@ field_names = st.sampled_from(["case", "pos_embed", "d_token", "seed", "colour",
     rows=st.one_of(st.lists(field_names, max_size=3), field_names, st.lists(ints, min_size=1, max_size=2)),
     column=st.one_of(field_names, ints, st.none()),
 )
+@example(kwargs={"n": 2**63}, rows=[], column="case")  # valid, refused for its size (found by CI)
 def test_sweep_cli_on_generated_configs_py(kwargs, rows, column):
     """A configs.py with arbitrary TrainConfig values and LAYOUT: exit 0 (nothing trained:
     --limit 0) exactly when every value is valid, else exit 2 naming the bad field."""
@@ -263,6 +276,9 @@ def test_sweep_cli_on_generated_configs_py(kwargs, rows, column):
         (folder / "configs.py").write_text(text)
         code, err = _cli(["sweep", str(folder), "--limit", "0"])
     assert "Traceback" not in err
+    if not bad and layout_ok and _too_big(merged):  # valid, but one step would not fit in memory
+        assert code == 2 and "configs.py" in err and "this machine has" in err, err
+        return
     if not bad and layout_ok:
         assert code == 0, err
         return
