@@ -243,11 +243,11 @@ def _too_big(fields: dict) -> bool:
     memory: the sweep refuses it before training (hypothesis found n = 2**63 valid)."""
     from interp.core import limits
 
-    c = TrainConfig(**fields)
-    need = limits.train_step_bytes(c.case, n=c.n, d_token=c.d_token, n_layers=c.n_layers, d_mlp=c.d_mlp,
-                                   batch_size=c.batch_size, seeds=1)
-    have = limits.memory_bytes()
-    return bool(have) and need > have // 2
+    try:
+        limits.check_trainable(TrainConfig(**fields))
+    except ValueError:
+        return True
+    return False
 
 
 @SMALL

@@ -545,26 +545,3 @@ def test_incomplete_lists_the_folders_with_a_run_not_in_seeds_csv_or_the_store(t
     assert score.incomplete(["f01", "f02"]) == ["f02"]
     with pytest.raises(SystemExit, match="'f01/nope': accepted: folders of experiments/readings/screen"):
         score.incomplete(["f01", "f01/nope"])
-
-
-def test_snapshot_copies_the_store_whole_and_refuses_without_one(tmp_path, monkeypatch):
-    """--snapshot: the committed copy a fresh checkout starts from reads back as the same rows,
-    and an older snapshot is replaced only by a complete copy."""
-    from interp.sweeps import store
-
-    monkeypatch.setattr(score, "HERE", SCREEN)  # for the relative path it prints
-    monkeypatch.setattr(score, "STORE", tmp_path / "results" / "store.sqlite")
-    monkeypatch.setattr(score, "SNAPSHOT", tmp_path / "store-snapshot.sqlite")
-    with pytest.raises(SystemExit, match="no store at"):
-        score.snapshot()
-    assert not (tmp_path / "store-snapshot.sqlite").exists()
-    c = design.configs("f01")[0]
-    with store.Store(tmp_path / "results" / "store.sqlite") as db:
-        db.put(store.RunRecord(name=c.name(), sweep="f01", config=c.to_dict(), seed=c.seed, status="ok",
-                               accuracy=0.875, steps=1234, final_loss=0.25, seconds=1.0, curve=[[0, 2.3], [50, 1.1]]))
-    (tmp_path / "store-snapshot.sqlite").write_bytes(b"an older snapshot")
-    assert score.snapshot().endswith("store-snapshot.sqlite: 1 runs")
-    got = store.read(tmp_path / "store-snapshot.sqlite")
-    assert got["name"].tolist() == [c.name()] and got["accuracy"].tolist() == [0.875]
-    assert got["steps"].tolist() == [1234] and [list(p) for p in got["curve"][0]] == [[0, 2.3], [50, 1.1]]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "store-snapshot.sqlite"]  # no .tmp left

@@ -7,8 +7,9 @@
 #
 # The store is local and a session may start from a fresh clone, so the runs' rows are kept in
 # git: the sweeps store rows only (--no-checkpoints: the screen reads accuracies and curves, never
-# a model), after each folder `score.py --snapshot` copies the store to store-snapshot.sqlite (to
-# commit with the folder's report), and with no store here the snapshot is copied in first.
+# a model), after each folder `interp store rows` copies the store's rows, without checkpoints, to
+# store-snapshot.sqlite (to commit with the folder's report), and with no store here the snapshot is
+# copied in first.
 #
 # The code is pinned (DESIGN.md, section 9): the `interp` package is imported from a detached
 # worktree of commit $PIN, so a later change to the engine cannot enter the screen; the sweep
@@ -53,5 +54,5 @@ for name in $names; do
   .venv/bin/interp sweep "experiments/readings/screen/$name" --store "$store" --workers "$workers" --save-every 180 \
     --no-checkpoints
   .venv/bin/interp report "experiments/readings/screen/$name" --store "$store"
-  .venv/bin/python -P experiments/readings/screen/score.py --snapshot
+  env -u PYTHONPATH .venv/bin/interp store rows "$store" "$snapshot"  # this checkout's interp: it has `store rows`
 done

@@ -7,7 +7,6 @@
     .venv/bin/python experiments/readings/screen/score.py --close-call   # <name>-s59 for the top two
     .venv/bin/python experiments/readings/screen/score.py --tables       # <choice>/table1, table2 (and mlp-4x's)
     .venv/bin/python experiments/readings/screen/score.py --incomplete f15 f16   # which still have runs to train
-    .venv/bin/python experiments/readings/screen/score.py --snapshot     # store-snapshot.sqlite, to commit
 
 Per combination and screening cell: max and mean accuracy over its finished seeds against the
 paper's max and avg; **W** = comparisons within 5 points (split into maxima and means), **D** =
@@ -65,9 +64,6 @@ def _readings_score():
     return sys.modules["readings_score"]
 
 STORE = HERE / "results" / "store.sqlite"
-#: the store's committed copy (rows only: run_block.sh sweeps with --no-checkpoints), which a
-#: fresh checkout starts from (run_block.sh copies it to STORE when there is no store)
-SNAPSHOT = HERE / "store-snapshot.sqlite"
 SEEDS_CSV = HERE / "seeds.csv"
 #: ``finished_at``: when the store that trained the run finished it (which training gave the
 #: number; empty in rows committed before the column existed)
@@ -656,31 +652,6 @@ def incomplete(folders: list[str]) -> list[str]:
             if any(c.name() not in recorded for c in read_configs(HERE / f / "configs.py", 10**6)[0])]
 
 
-def snapshot() -> str:
-    """``--snapshot``: copies the store to :data:`SNAPSHOT` with SQLite's backup API (a consistent
-    copy while a sweep writes), through a temporary file and a rename (an interrupted copy
-    leaves the last snapshot whole). Refuses when there is no store."""
-    import os
-    import sqlite3
-    from contextlib import closing
-
-    if not STORE.is_file():
-        raise SystemExit(f"score.py --snapshot: no store at {_shown(STORE)}; nothing to copy")
-    tmp = SNAPSHOT.with_name(SNAPSHOT.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    with closing(sqlite3.connect(f"file:{STORE}?mode=ro", uri=True)) as src, closing(sqlite3.connect(tmp)) as dst:
-        src.backup(dst)
-        runs = dst.execute("SELECT count(*) FROM runs").fetchone()[0]
-    os.replace(tmp, SNAPSHOT)
-    return f"{_shown(SNAPSHOT)}: {runs} runs"
-
-
-def _shown(path: Path) -> str:
-    """``path`` relative to the repository when inside it."""
-    root = HERE.parents[2]
-    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(allow_abbrev=False, description="Score issue 28's screen (DESIGN.md sections 5-7); "
                                  "with no option, writes scores.md and seeds.csv.")
@@ -693,12 +664,7 @@ def main(argv=None) -> int:
                       help="write both full tables' folders of the choice and of the mlp-4x it is compared with")
     what.add_argument("--incomplete", nargs="+", metavar="FOLDER",
                       help="print those of these folders with runs not recorded yet (in seeds.csv or the store)")
-    what.add_argument("--snapshot", action="store_true",
-                      help="copy the store to store-snapshot.sqlite (committed; a fresh checkout starts from it)")
     args = ap.parse_args(argv)
-    if args.snapshot:
-        print(snapshot())
-        return 0
     if args.incomplete is not None:
         print("\n".join(incomplete(args.incomplete)))
         return 0
