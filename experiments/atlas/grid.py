@@ -13,10 +13,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from interp.inspect.atlas_predictions import MLP_READING
+
 HERE = Path(__file__).resolve().parent
 GRIDS = ("core", "full")
 ARCHS = ("attention-only", "mlp-4x")  # mlp-4x: the chosen reading, experiments/readings/scores.md
 MLP_RATIO = 4  # d_mlp = 4 d_model after every attention layer (one layer: the final position)
+#: where the chosen reading puts its MLP in two-layer models, by atlas_predictions.MLP_READING
+#: (None: mlp-4x, after every attention layer; f14: after the last only, the screen's last-4d)
+PLACEMENT = {None: "every", "f14": "last"}
 INIT = "pytorch"  # as experiments/table1 and table2
 SEEDS = range(5)
 #: the positional embedding each case is learnable with (Table 1's learnable rows; Table 2)
@@ -67,15 +72,22 @@ def cells(grid: str, arch: str) -> list[tuple]:
     return list(dict.fromkeys(out))
 
 
-def configs(grid: str, arch: str) -> list:
+def configs(grid: str, arch: str, reading: str | None = MLP_READING) -> list:
+    """The grid's runs of one architecture. ``mlp-4x`` is the chosen reading's MLP model:
+    d_mlp = 4 d_model, placed and with the fields of ``reading`` (``interp.inspect.atlas.NAMED``,
+    as far as they act in the cell), mlp-4x itself when None (PREDICTIONS.md, "Architectures")."""
     from interp import TrainConfig
+    from interp.inspect.atlas import NAMED, acting
 
+    if reading not in PLACEMENT:
+        raise ValueError(f"reading={reading!r}; accepted: one of {list(PLACEMENT)}")
     out = []
     for case, n, d, layers, a, function in cells(grid, arch):
         d_model = 2 * d if case in (2, 3) else d
+        mlp = dict(d_mlp=MLP_RATIO * d_model, mlp=PLACEMENT[reading] if layers == 2 else "every",
+                   **acting(NAMED.get(reading, {}), case, layers, PE[case])) if a == "mlp-4x" else {}
         out += [TrainConfig(case=case, n=n, d_token=d, n_layers=layers, pos_embed=PE[case],
-                            function=function, init=INIT, seed=s,
-                            d_mlp=MLP_RATIO * d_model if a == "mlp-4x" else 0) for s in SEEDS]
+                            function=function, init=INIT, seed=s, **mlp) for s in SEEDS]
     return out
 
 
@@ -96,8 +108,11 @@ def cpu_ms(case: int, n: int, d: int, layers: int, arch: str) -> float:
     length = n + 1 if case in (1, 2, 3) else 2 * n + 1
     dm = 2 * d if case in (2, 3) else d
     mlp = arch == "mlp-4x"
+    last = 0.65 + 3072 * dm * MLP_RATIO * dm / 55e6 if mlp else 0  # an MLP at the final position
     if layers == 1:
-        return 0.7 + 4e-4 * length * dm + (0.65 + 3072 * dm * MLP_RATIO * dm / 55e6 if mlp else 0)
+        return 0.7 + 4e-4 * length * dm + last
+    if PLACEMENT[MLP_READING] == "last":  # two layers, the MLP after the last only
+        return 1.0 + 0.14 * length + 2e-4 * length * dm + last
     return (1.0 + 0.14 * length + 2e-4 * length * dm
             + (3.5 + 3072 * length * dm * MLP_RATIO * dm / 20e6 if mlp else 0))
 
@@ -156,7 +171,7 @@ def known_runs() -> dict[tuple, dict]:
     Cell (case, n, d_token, layers, architecture, function) -> {"runs": names, "folders": ...}."""
     import importlib.util
 
-    from interp.inspect.atlas import architecture
+    from interp.inspect.atlas import READING, architecture
 
     core = {c.name(): c for a in ARCHS for c in configs("core", a)}
     out: dict[tuple, dict] = {}
@@ -168,7 +183,8 @@ def known_runs() -> dict[tuple, dict]:
         spec.loader.exec_module(module)
         for name in {c.name() for c in getattr(module, "CONFIGS", [])} & set(core):
             c = core[name]
-            arch = architecture(c.case, c.d_token, c.d_mlp, c.mlp, c.n_layers)
+            arch = architecture(c.case, c.d_token, c.d_mlp, c.mlp, c.n_layers, pos_embed=c.pos_embed,
+                                **{k: getattr(c, k) for k in READING})
             cell = (c.case, c.n, c.d_token, c.n_layers, arch, c.function)
             got = out.setdefault(cell, {"runs": set(), "folders": set()})
             got["runs"].add(name)

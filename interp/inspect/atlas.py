@@ -68,15 +68,35 @@ READING = {"attn_bias": True, "unembed_bias": True, "W_O": "free", "residual": "
            "init": "pytorch", "pos_init": "drawn", "embed_scale": "1", "key_order": "sequence"}
 
 
+#: named readings of the paper's model: name -> its fields off :data:`READING`'s values. ``f14``
+#: is issue 28's screen's choice (``experiments/readings/screen/scores.md``; its levels there, a
+#: test checks); :func:`architecture` names a run with exactly a named reading's fields ``[f14]``
+NAMED = {"f14": {"unembed_bias": False, "W_O": "identity", "residual": "embed", "key_order": "batch"}}
+
+
+def acting(fields: dict, case: int, n_layers: int, pos_embed: str | None = None) -> dict:
+    """The reading ``fields`` that can act in a cell, as the screen writes a cell's fields
+    (``experiments/readings/screen/design.py``, ``cell_fields``): the residual only with two
+    layers, the PE init only with a learned PE (``pos_embed`` None: assumed), the key order only
+    where keys are permuted; the others everywhere."""
+    def acts(k: str) -> bool:
+        return {"residual": n_layers > 1, "pos_init": pos_embed in (None, "learned"),
+                "key_order": tasks.get(case).permuted}.get(k, True)
+
+    return {k: v for k, v in fields.items() if acts(k)}
+
+
 def architecture(case: int, d_token: int, d_mlp: int, mlp: str = "every", n_layers: int = 1,
-                 **reading) -> str:
+                 *, pos_embed: str | None = None, **reading) -> str:
     """The architecture's name, by rule: ``attention-only`` when d_mlp = 0; else ``mlp-<r>x``
     when d_mlp = r d_model for a whole r (d_model = 2 d_token in cases 2-3, else d_token), else
     ``mlp-<d_mlp>``; ``-last`` appended when a two-layer model has its MLP after the last layer
     only (``mlp="last"``; with one layer it is the same model as ``"every"``). The atlas's
     ``mlp-4x`` (``experiments/atlas/grid.py``) is d_mlp = 4 d_model after every attention layer.
     ``reading``: any of :data:`READING`'s fields; those off its value are appended in brackets
-    (``mlp-4x[W_O=identity,init=mha]``); ValueError for a field it does not name."""
+    (``mlp-4x[W_O=identity,init=mha]``), or the name of a :data:`NAMED` reading when they are
+    exactly its fields that act in the cell (:func:`acting`; ``pos_embed``: the cell's PE), as
+    ``mlp-4x[f14]``; ValueError for a field it does not name."""
     unknown = sorted(set(reading) - set(READING))
     if unknown:
         raise ValueError(f"reading fields {unknown}; accepted: {list(READING)}")
@@ -86,15 +106,21 @@ def architecture(case: int, d_token: int, d_mlp: int, mlp: str = "every", n_laye
         d_model = tasks.get(case).d_model(d_token)
         name = f"mlp-{d_mlp // d_model}x" if d_mlp % d_model == 0 else f"mlp-{d_mlp}"
         name += "-last" if mlp == "last" and n_layers > 1 else ""
-    off = [f"{k}={v}" for k, v in reading.items() if str(v) != str(READING[k])]
-    return name + (f"[{','.join(sorted(off))}]" if off else "")
+    off = {k: str(v) for k, v in reading.items() if str(v) != str(READING[k])}
+    if not off:
+        return name
+    for named, fields in NAMED.items():
+        if off == {k: str(v) for k, v in acting(fields, case, n_layers, pos_embed).items()}:
+            return f"{name}[{named}]"
+    return name + f"[{','.join(sorted(f'{k}={v}' for k, v in off.items()))}]"
 
 
 def _base(r) -> dict:
     """A stored run's cell, architecture, seed, result and outcome."""
     base = {k: (int(r[k]) if k in ("case", "n", "d_token", "n_layers", "d_mlp") else r[k]) for k in CELL}
     base["architecture"] = architecture(base["case"], base["d_token"], base["d_mlp"], base["mlp"],
-                                        base["n_layers"], **{k: r[k] for k in READING})
+                                        base["n_layers"], pos_embed=base["pos_embed"],
+                                        **{k: r[k] for k in READING})
     acc, steps = number(r["accuracy"]), number(r["steps"])
     base.update(seed=int(r["seed"]), name=str(r["name"]), status=str(r["status"]), accuracy=acc,
                 steps=steps if math.isnan(steps) else int(steps))

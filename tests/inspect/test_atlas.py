@@ -116,6 +116,33 @@ def test_a_run_off_the_grids_reading_is_named_with_its_fields_not_pooled():
     assert atlas._base({**row, "unembed_bias": np.bool_(True)})["architecture"] == "attention-only"
 
 
+def test_a_named_reading_is_one_name_in_every_cell_and_only_with_exactly_its_fields():
+    """f14's fields, written as the screen writes a cell (key order only with permuted keys, the
+    residual only with two layers), name a run ``[f14]`` in every case; one field more or less
+    is a different model and keeps its fields in the name."""
+    f14 = dict(unembed_bias=False, W_O="identity", residual="embed", key_order="batch")
+    assert atlas.NAMED["f14"] == f14
+    hand = {  # (case, n_layers): the fields the screen writes there, by hand
+        (1, 1): dict(unembed_bias=False, W_O="identity"),
+        (4, 1): dict(unembed_bias=False, W_O="identity"),      # case 4's keys are in order
+        (3, 1): dict(unembed_bias=False, W_O="identity", key_order="batch"),
+        (5, 1): dict(unembed_bias=False, W_O="identity", key_order="batch"),
+        (5, 2): f14,
+    }
+    for (case, layers), fields in hand.items():
+        assert atlas.acting(f14, case, layers) == fields
+        assert atlas.architecture(case, 8, 4 * (16 if case == 3 else 8), "last", layers, **fields) == \
+            ("mlp-4x-last[f14]" if layers == 2 else "mlp-4x[f14]")
+    assert atlas.architecture(1, 8, 0, unembed_bias=False, W_O="identity") == "attention-only[f14]"
+    assert atlas.architecture(5, 8, 32, "last", 2, unembed_bias=False, W_O="identity", key_order="batch") == \
+        "mlp-4x-last[W_O=identity,key_order=batch,unembed_bias=False]"  # no residual "embed": not f14
+    assert atlas.architecture(1, 8, 0, unembed_bias=False, W_O="identity", attn_bias=False) == \
+        "attention-only[W_O=identity,attn_bias=False,unembed_bias=False]"
+    # the PE init acts only with a learned PE
+    assert atlas.acting({"pos_init": "zero"}, 1, 1, "none") == {}
+    assert atlas.acting({"pos_init": "zero"}, 1, 1, "learned") == {"pos_init": "zero"}
+
+
 @pytest.fixture
 def counted(monkeypatch):
     """The names of the runs :func:`analysis.measure` is called for, measuring for real."""

@@ -52,12 +52,7 @@ def test_sweep_folders_are_what_grid_writes_and_the_core_is_in_the_full_grid(gri
         assert {c.name() for c in grid.configs("core", a)} <= full
 
 
-def test_the_atlas_mlp_4x_is_the_screens_every_4d_reading_field_for_field(grid):
-    """PREDICTIONS.md: the atlas's mlp-4x is the chosen reading; the screen (issue 28) names the
-    same model a-every-4d (every factor at its default, d_mlp 4 d_model after every layer). Its
-    fields, from the screen's own design.cell_fields, equal the grid's on every MLP cell, so a
-    switch to another reading is a change of declared levels, not of two codings of one."""
-    import dataclasses
+def _screen_design():
     import importlib.util
 
     screen = ATLAS.parent / "readings" / "screen"
@@ -68,12 +63,62 @@ def test_the_atlas_mlp_4x_is_the_screens_every_4d_reading_field_for_field(grid):
         spec.loader.exec_module(design)
     finally:
         sys.path.remove(str(screen))
-    levels, mlp_level = design._declared("a-every-4d")
-    ours = grid.configs("full", "mlp-4x")
-    assert ours
+    return design
+
+
+@pytest.mark.parametrize("reading, combination", [(None, "a-every-4d"), ("f14", "f14")])
+def test_the_atlas_mlp_4x_is_the_screens_reading_field_for_field(grid, reading, combination):
+    """PREDICTIONS.md: the atlas's mlp-4x is the chosen reading. Today that is mlp-4x, which the
+    screen (issue 28) names a-every-4d (every factor at its default, d_mlp 4 d_model after every
+    layer); if the screen's gate replaces it, it is the screen's choice f14. Under either, the
+    grid's fields equal the screen's own design.cell_fields on every MLP cell (so a switch is a
+    change of one declared name, not a second coding of the reading), the protocol fields stay at
+    TrainConfig's defaults, and atlas.architecture names every one-layer run as the predictions'
+    MLP architecture would be named under that reading."""
+    import dataclasses
+
+    from interp.inspect import atlas
+
+    design = _screen_design()
+    levels, mlp_level = design._declared(combination)
+    ours = grid.configs("full", "mlp-4x", reading=reading)
+    assert {c.n_layers for c in ours} == {1, 2}
     for c in ours:
         fields = design.cell_fields(levels, mlp_level, (c.case, c.n, c.n_layers, c.pos_embed, c.d_token))
         assert {k: getattr(c, k) for k in fields} == fields, c.name()
         off = {f.name for f in dataclasses.fields(c)} - set(fields) - {"seed", "function"}
         assert all(getattr(c, k) == f.default for f in dataclasses.fields(c) if f.name in off
                    for k in [f.name]), c.name()  # the protocol fields at TrainConfig's defaults
+        name = atlas.architecture(c.case, c.d_token, c.d_mlp, c.mlp, c.n_layers, pos_embed=c.pos_embed,
+                                  **{k: getattr(c, k) for k in atlas.READING})
+        base = "mlp-4x" + ("-last" if c.n_layers == 2 and c.mlp == "last" else "")
+        assert name == base + ("" if reading is None else f"[{reading}]"), c.name()
+
+
+def test_named_readings_are_the_screens_combinations(grid):
+    """atlas.NAMED's f14 is the screen's f14, every factor off its default (design.FACTORS), and
+    grid.PLACEMENT puts its MLP where the screen's MLP level does."""
+    from interp.inspect import atlas
+
+    design = _screen_design()
+    assert set(grid.PLACEMENT) == {None, *atlas.NAMED}
+    for name, fields in atlas.NAMED.items():
+        levels, mlp_level = design._declared(name)
+        off = {field: alt for k, (field, _, alt, _) in design.FACTORS.items() if levels[k] == 1}
+        assert fields == off, name
+        assert grid.PLACEMENT[name] == design.MLP_LEVELS[mlp_level][1], name
+
+
+def test_the_atlas_reading_follows_the_screens_gate():
+    """PREDICTIONS.md ("Architectures"): if issue 28 replaces the chosen reading before the atlas's
+    MLP runs start, the atlas's mlp-4x is replaced by it. The screen's scores.md says what its
+    gate decided (score.py writes it); atlas_predictions.MLP_READING must say the same: the
+    replacing combination, or None while the gate waits or keeps mlp-4x. This fails on the day
+    the gate decides until the switch is made (and PREDICTIONS.md's quoted costs regenerated)."""
+    from interp.inspect import atlas_predictions
+
+    text = (ATLAS.parent / "readings" / "screen" / "scores.md").read_text()
+    decision = re.search(r"^Decision: (.*)$", text, re.M)
+    assert decision, "scores.md has no Decision line"
+    replaced = re.match(r"(\S+) replaces mlp-4x", decision.group(1))
+    assert atlas_predictions.MLP_READING == (replaced.group(1) if replaced else None), decision.group(0)
