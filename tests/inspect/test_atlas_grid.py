@@ -122,3 +122,15 @@ def test_the_atlas_reading_follows_the_screens_gate():
     assert decision, "scores.md has no Decision line"
     replaced = re.match(r"(\S+) replaces mlp-4x", decision.group(1))
     assert atlas_predictions.MLP_READING == (replaced.group(1) if replaced else None), decision.group(0)
+
+
+@pytest.mark.parametrize("args", [["-x"], ["-w"], ["-w", "0"], ["-w", "two"], ["--finish", "extra"]])
+def test_run_core_refuses_bad_arguments_before_any_work(args):
+    """run_core.sh (the core grid across sessions) stops with its usage, exit 2, before it
+    touches a store or starts a sweep."""
+    import subprocess
+
+    r = subprocess.run(["bash", str(ATLAS / "run_core.sh"), *args], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("usage: run_core.sh [-w WORKERS] | --finish"), r.stderr
+    assert "==" not in r.stdout  # no step began
