@@ -55,10 +55,12 @@ decision=$(sed -n 's/^Decision: //p' experiments/readings/screen/scores.md)
 case "$decision" in
   waiting*|"") echo "== core/mlp-4x not started: issue 28's gate has not decided (${decision:-no Decision line})"; exit 0 ;;
 esac
-if ! .venv/bin/python -m pytest -q -p no:cacheprovider tests/inspect/test_atlas_grid.py \
-     -k "follows_the_screens_gate or field_for_field" > /dev/null; then
-  echo "== core/mlp-4x not started: the atlas's reading does not follow the gate ($decision);" \
-       "make the switch (README, 'If issue 28's screen replaces mlp-4x') and commit it first" >&2
+if ! check=$(.venv/bin/python -m pytest -q -p no:cacheprovider tests/inspect/test_atlas_grid.py \
+     -k "follows_the_screens_gate or field_for_field" 2>&1); then
+  tail -n 20 <<< "$check" >&2
+  echo "== core/mlp-4x not started: the tests above failed. If the atlas's reading does not follow" \
+       "the gate ($decision), make the switch (README, 'If issue 28's screen replaces mlp-4x') and" \
+       "commit it first" >&2
   exit 1
 fi
 echo "== core/mlp-4x $(stamp): $decision"
