@@ -8,7 +8,10 @@ seed-step for the ensemble) to a Markdown file, with the load average at the sta
 profile's wall and process CPU time beside it:
 
     .venv/bin/python experiments/bench/profile_mlp.py --out experiments/bench/profile-mlp.md
+    .venv/bin/python experiments/bench/profile_mlp.py --cell f14 --out experiments/bench/profile-f14.md
 
+``--cell f14``: the screen's choice (issue 28), the MLP after the last attention only. Each
+also times the same step at batch 8, the part of a step that does not shrink with the batch.
 Takes about a minute on a quiet machine.
 """
 
@@ -36,6 +39,11 @@ import flops  # noqa: E402
 from bench_train import Reference  # noqa: E402  (the plain TransformerLens loop, one definition)
 
 CELL = dict(case=5, n=10, d_token=32, n_layers=2, d_mlp=128, init="pytorch")
+#: --cell: mlp-4x (the MLP after every attention) or the screen's choice f14 (issue 28,
+#: experiments/readings/screen/scores.md: the MLP after the last attention only, with its fields)
+CELLS = {"mlp-4x": CELL,
+         "f14": dict(CELL, mlp="last", unembed_bias=False, W_O="identity", residual="embed", key_order="batch")}
+FIXED_BATCH = 8  # the fixed cost of a step: the same ensemble at this batch size
 
 
 def profile_runner(runner, steps: int, per: int, top: int) -> tuple[list[str], float, float]:
@@ -80,19 +88,39 @@ def budget_lines(config: TrainConfig, seeds: int, steps: int) -> list[str]:
     ens = lambda c: fast_train.Ensemble([c.replace(seed=s) for s in range(seeds)])  # noqa: E731
     ref_ms = timed(Reference(config), max(3, steps // 4), 1)
     ours_ms = timed(ens(config), steps, seeds)
-    attn_ms = timed(ens(config.replace(d_mlp=0)), steps, seeds)
+    attn_ms = timed(ens(config.replace(d_mlp=0, mlp="every")), steps, seeds)
+    fixed_ms = timed(ens(config.replace(batch_size=FIXED_BATCH)), steps, seeds)
     tl_flop = flops.counted_step(Reference(config))
     our_flop = flops.counted_step(ens(config)) / seeds
-    mlp_flop = 3 * 2 * B * P * R0 * d_mlp  # forward u = coef XVO, backward d coef and d XVO
-    rate = flops.matmul_flops((seeds, B * P, R0, d_mlp), "cpu")
     need = ref_ms[1] / 10
-    return [
+    common = [
         "", "## What 10x leaves at this shape (unprofiled, CPU time)", "",
         "| quantity | value |", "|---|--:|",
         f"| plain loop, ms per step | {ref_ms[1]:.2f} |",
         f"| fast engine, ms per seed-step ({seeds} seeds) | {ours_ms[1]:.2f} (ratio {ref_ms[1] / ours_ms[1]:.1f}x) |",
         f"| the same step without MLPs (d_mlp 0), ms per seed-step | {attn_ms[1]:.2f} |",
+        f"| the same step at batch {FIXED_BATCH} (its fixed cost: dispatch, Python, Adam), ms per seed-step "
+        f"| {fixed_ms[1]:.2f} ({100 * fixed_ms[1] / ours_ms[1]:.0f}% of the step) |",
         f"| 10x needs, ms per seed-step | {need:.2f} |",
+    ]
+    if config.mlp == "last":  # no MLP in layer 0: the MLP is one [B, d_model] product pair per seed
+        return common + [
+            f"| matmul GFLOP per step: plain loop / fast engine per seed | {tl_flop / 1e9:.3f} / {our_flop / 1e9:.3f} |",
+            "",
+            "With the MLP after the last attention only, the fast engine forms it at the final "
+            "position alone, so the step is the two-layer attention step plus a little: "
+            f"{attn_ms[1]:.2f} ms without the MLP, {ours_ms[1]:.2f} with it. Of that, "
+            f"{fixed_ms[1]:.2f} ms does not shrink with the batch (batch {FIXED_BATCH} instead of "
+            f"{config.batch_size}): the dispatch and Python of the step's many small ops (the op "
+            "table below) and Adam's loop over each seed's own parameters (kept apart so that a "
+            "seed gets the same bits stacked as alone). 10x needs "
+            + ("less than that fixed cost alone" if fixed_ms[1] > need else
+               f"the batch-dependent part ({ours_ms[1] - fixed_ms[1]:.2f} ms) cut to "
+               f"{max(0.0, need - fixed_ms[1]):.2f} ms") + ".",
+        ]
+    mlp_flop = 3 * 2 * B * P * R0 * d_mlp  # forward u = coef XVO, backward d coef and d XVO
+    rate = flops.matmul_flops((seeds, B * P, R0, d_mlp), "cpu")
+    return common + [
         f"| matmul GFLOP per step: plain loop / fast engine per seed | {tl_flop / 1e9:.3f} / {our_flop / 1e9:.3f} |",
         f"| of which layer 0's MLP at every position: 3 x 2 B P (V+P) d_mlp | {mlp_flop / 1e9:.3f} |",
         f"| one-thread rate at that product ([{seeds}] x [{B * P}, {R0}] x [{R0}, {d_mlp}]) | {rate / 1e9:.1f} GFLOP/s |",
@@ -118,13 +146,15 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=20, help="profiled (and timed) steps per engine")
     parser.add_argument("--seeds", type=int, default=5, help="stacked seeds of the ensemble")
     parser.add_argument("--top", type=int, default=25, help="ops listed per engine")
+    parser.add_argument("--cell", choices=sorted(CELLS), default="mlp-4x",
+                        help="the two-layer cell's reading (default mlp-4x; f14: the screen's choice)")
     parser.add_argument("--n", type=int, default=CELL["n"])
     parser.add_argument("--out", help="write the Markdown here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     keep_freed_memory()  # glibc keeps freed large blocks, as in `interp sweep`
     load = os.getloadavg()
-    cell = dict(CELL, n=args.n)
+    cell = dict(CELLS[args.cell], n=args.n)
     config = TrainConfig(**cell, stop_loss=0.0, max_steps=10**9)
     start, cpu0 = time.perf_counter(), time.process_time()
     label = ", ".join(f"{k} {v}" for k, v in cell.items())
