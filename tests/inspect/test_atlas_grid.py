@@ -134,3 +134,61 @@ def test_run_core_refuses_bad_arguments_before_any_work(args):
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("usage: run_core.sh [-w WORKERS] | --finish"), r.stderr
     assert "==" not in r.stdout  # no step began
+
+
+TINY_GRID = '''from interp.sweeps import Layout
+from interp.training.trainer import TrainConfig
+CONFIGS = [TrainConfig(case=1, n=3, d_token=4, max_steps=15, eval_batches=2, seed=s{extra}) for s in range({seeds})]
+LAYOUT = Layout(rows=("case", "n"), column="d_token", title="tiny")
+'''
+
+
+def test_run_core_trains_by_the_gate_and_a_fresh_store_starts_from_the_committed_rows(tmp_path):
+    """run_core.sh end to end on a grid of three 15-step runs (ATLAS_DIR, SCREEN_SCORES point at
+    copies): the attention-only folder always trains; the MLP folder only once the gate decided
+    and the atlas's reading (atlas_predictions.MLP_READING, None here) is what it decided;
+    --finish measures into core-atlas/ and writes the rows without checkpoints; a store started
+    again from those rows trains nothing twice."""
+    import subprocess
+
+    from interp.inspect.atlas_predictions import MLP_READING
+    from interp.sweeps.store import Store
+
+    assert MLP_READING is None  # the branches below are written for mlp-4x staying the reading
+    for arch, extra, seeds in (("attention-only", "", 2), ("mlp-4x", ", d_mlp=16", 1)):
+        (tmp_path / "core" / arch).mkdir(parents=True)
+        (tmp_path / "core" / arch / "configs.py").write_text(TINY_GRID.format(extra=extra, seeds=seeds))
+    scores = tmp_path / "scores.md"
+    store = tmp_path / "results" / "store.sqlite"
+    env = {**__import__("os").environ, "ATLAS_DIR": str(tmp_path), "SCREEN_SCORES": str(scores)}
+
+    def run(*args, decision=None):
+        scores.write_text("# scores\n\n" + (f"Decision: {decision}\n" if decision else ""))
+        return subprocess.run(["bash", str(ATLAS / "run_core.sh"), *args], capture_output=True, text=True,
+                              env=env, timeout=600, cwd=tmp_path)
+
+    def stored() -> int:
+        with Store(store) as s:
+            return len(s.statuses())
+
+    r = run(decision="waiting for: a-every-4d's held-out cells (24 of 48 cells missing).")
+    assert r.returncode == 0, r.stderr
+    assert "== core/attention-only" in r.stdout and "gate has not decided" in r.stdout, r.stdout
+    assert stored() == 2
+    r = run()  # no Decision line at all: the same
+    assert r.returncode == 0 and "no Decision line" in r.stdout, r.stdout + r.stderr
+    r = run(decision="f14 replaces mlp-4x.")
+    assert r.returncode == 1 and "atlas's reading is 'mlp-4x'" in r.stderr, r.stdout + r.stderr
+    assert stored() == 2  # no MLP run started
+    r = run(decision="f14 does not beat a-every-4d: mlp-4x stays.")
+    assert r.returncode == 0 and "== core/mlp-4x" in r.stdout, r.stdout + r.stderr
+    assert stored() == 3
+    r = run("--finish")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "core-atlas" / "atlas.csv").is_file() and (tmp_path / "store-rows.sqlite").is_file()
+    store.unlink()
+    r = run(decision="f14 does not beat a-every-4d: mlp-4x stays.")
+    assert r.returncode == 0 and "store started from the committed rows" in r.stdout, r.stdout + r.stderr
+    assert stored() == 3
+    for arch in ("attention-only", "mlp-4x"):  # tqdm's bar over the runs left: none
+        assert f"sweep {arch}: 0run " in r.stderr, r.stderr
