@@ -70,7 +70,9 @@ READING = {"attn_bias": True, "unembed_bias": True, "W_O": "free", "residual": "
 
 #: named readings of the paper's model: name -> its fields off :data:`READING`'s values. ``f14``
 #: is issue 28's screen's choice (``experiments/readings/screen/scores.md``; its levels there, a
-#: test checks); :func:`architecture` names a run with exactly a named reading's fields ``[f14]``
+#: test checks); :func:`architecture` names a run with exactly a named reading's fields ``[f14]``.
+#: The bracket names the fields only; the MLP's width and placement stay in the base name (f14's
+#: own two-layer models, MLP after the last attention only, are ``mlp-4x-last[f14]``)
 NAMED = {"f14": {"unembed_bias": False, "W_O": "identity", "residual": "embed", "key_order": "batch"}}
 
 
