@@ -4,6 +4,7 @@ ones grid.py writes; the core grid is part of the full grid, run by run."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -146,7 +147,7 @@ LAYOUT = Layout(rows=("case", "n"), column="d_token", title="tiny")
 def test_run_core_trains_by_the_gate_and_a_fresh_store_starts_from_the_committed_rows(tmp_path):
     """run_core.sh end to end on a grid of three 15-step runs (ATLAS_DIR, SCREEN_SCORES point at
     copies): the attention-only folder always trains; the MLP folder only once the gate decided
-    and the atlas's reading (atlas_predictions.MLP_READING, None here) is what it decided;
+    and the atlas's reading (atlas_predictions.MLP_READING) is what it decided;
     --finish measures into core-atlas/ and writes the rows without checkpoints; a store started
     again from those rows trains nothing twice."""
     import subprocess
@@ -154,13 +155,15 @@ def test_run_core_trains_by_the_gate_and_a_fresh_store_starts_from_the_committed
     from interp.inspect.atlas_predictions import MLP_READING
     from interp.sweeps.store import Store
 
-    assert MLP_READING is None  # the branches below are written for mlp-4x staying the reading
+    keep = "f14 does not beat a-every-4d: mlp-4x stays."
+    decided = keep if MLP_READING is None else f"{MLP_READING} replaces mlp-4x."  # what matches the reading
+    other = "f14 replaces mlp-4x." if MLP_READING is None else keep  # what does not
     for arch, extra, seeds in (("attention-only", "", 2), ("mlp-4x", ", d_mlp=16", 1)):
         (tmp_path / "core" / arch).mkdir(parents=True)
         (tmp_path / "core" / arch / "configs.py").write_text(TINY_GRID.format(extra=extra, seeds=seeds))
     scores = tmp_path / "scores.md"
     store = tmp_path / "results" / "store.sqlite"
-    env = {**__import__("os").environ, "ATLAS_DIR": str(tmp_path), "SCREEN_SCORES": str(scores)}
+    env = {**os.environ, "ATLAS_DIR": str(tmp_path), "SCREEN_SCORES": str(scores)}
 
     def run(*args, decision=None):
         scores.write_text("# scores\n\n" + (f"Decision: {decision}\n" if decision else ""))
@@ -177,17 +180,17 @@ def test_run_core_trains_by_the_gate_and_a_fresh_store_starts_from_the_committed
     assert stored() == 2
     r = run()  # no Decision line at all: the same
     assert r.returncode == 0 and "no Decision line" in r.stdout, r.stdout + r.stderr
-    r = run(decision="f14 replaces mlp-4x.")
-    assert r.returncode == 1 and "atlas's reading is 'mlp-4x'" in r.stderr, r.stdout + r.stderr
+    r = run(decision=other)
+    assert r.returncode == 1 and f"atlas's reading is '{MLP_READING or 'mlp-4x'}'" in r.stderr, r.stdout + r.stderr
     assert stored() == 2  # no MLP run started
-    r = run(decision="f14 does not beat a-every-4d: mlp-4x stays.")
+    r = run(decision=decided)
     assert r.returncode == 0 and "== core/mlp-4x" in r.stdout, r.stdout + r.stderr
     assert stored() == 3
     r = run("--finish")
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tmp_path / "core-atlas" / "atlas.csv").is_file() and (tmp_path / "store-rows.sqlite").is_file()
     store.unlink()
-    r = run(decision="f14 does not beat a-every-4d: mlp-4x stays.")
+    r = run(decision=decided)
     assert r.returncode == 0 and "store started from the committed rows" in r.stdout, r.stdout + r.stderr
     assert stored() == 3
     for arch in ("attention-only", "mlp-4x"):  # tqdm's bar over the runs left: none
