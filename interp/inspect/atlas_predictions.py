@@ -37,7 +37,7 @@ VERDICTS = ("confirmed", "refuted", "untested")
 #: the reading that replaced mlp-4x (a name of :data:`interp.inspect.atlas.NAMED`), set when issue
 #: 28's gate decides so (``experiments/readings/screen/scores.md``, "Decision"; a test holds the two
 #: together), before the atlas's MLP runs start; None: mlp-4x stays (PREDICTIONS.md, "Architectures")
-MLP_READING: str | None = None
+MLP_READING: str | None = "f14"
 #: PREDICTIONS.md's architectures: attention-only, and the chosen reading's one-layer MLP models
 #: (d_mlp = 4 d_model), as :func:`interp.inspect.atlas.architecture` names them
 ATTN, MLP = "attention-only", "mlp-4x" + ("" if MLP_READING is None else f"[{MLP_READING}]")

@@ -10,7 +10,7 @@ import pytest
 
 from interp.inspect import atlas_predictions as ap
 
-ATTN, MLP = "attention-only", "mlp-4x"
+ATTN, MLP = ap.ATTN, ap.MLP  # "mlp-4x[f14]": the reading the atlas runs (Amended 6)
 
 
 def seed(case=1, n=10, d_token=8, n_layers=1, architecture=ATTN, function="permutation",
