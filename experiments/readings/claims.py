@@ -30,7 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 EXP = ROOT / "experiments"
 TODAY = EXP / "bench" / "tables-cpu"  # the attention-only tables as today's code trains them
 RETIME = EXP / "bench" / "tables-cpu-2"  # the same, retrained on another CPU (issue 27's re-timing)
+RETIME_F14 = EXP / "bench" / "tables-f14"  # both tables under the chosen reading f14, re-timed
 MLP4X = EXP / "readings" / "mlp-4x"
+SCREEN = EXP / "readings" / "screen"  # issue 28's screen; its gate's choice replaced mlp-4x
 GUIDE, READINGS_README, PERFORMANCE = "docs/paper-tables.md", "experiments/readings/README.md", "docs/performance.md"
 LOOKING_INSIDE = "docs/looking-inside.md"
 BUDGET_README, ANALYSIS_README = "experiments/budget/README.md", "experiments/analysis/README.md"
@@ -151,6 +153,30 @@ def table_claims() -> list[Claim]:
         Claim("d-committed", "`experiments/table2/report.md` (earlier code): "
               + learned(EXP / "table2" / "report.md"), (GUIDE, "experiments/table2/README.md")),
         Claim("d-mlp-4x", f"under `mlp-4x`: {learned(MLP4X / 'table2' / 'report.md')}", (GUIDE,)),
+    ]
+
+
+def screen_claims() -> list[Claim]:
+    """Issue 28's screen: its gate on the 48 held-out cells (``scores.md``, written by its
+    ``score.py``) and both tables under its choice ``f14`` (``f14/table{1,2}/report.md``)."""
+    gate = next(t for t in md_tables(SCREEN / "scores.md") if t and "W (max + mean) of 96" in t[0])
+    rows = {r["combination"].split(" ")[0]: r for r in gate}
+    decision = re.search(r"^Decision: (.*)$", (SCREEN / "scores.md").read_text(), re.M)[1]
+
+    def w(name):
+        return f"W {rows[name]['W (max + mean) of 96']}, D {rows[name]['D']}"
+
+    target = next(t for t in md_tables(SCREEN / "scores.md") if t and "shortfall" in t[0])
+    f14 = SCREEN / "f14"
+    return [
+        Claim("gate", f"{decision} On the 48 held-out cells, `f14` {w('f14')}; mlp-4x retrained "
+              f"(`a-every-4d`) {w('a-every-4d')}", (GUIDE,)),
+        Claim("t1-f14", fraction(f14 / "table1" / "report.md"), (GUIDE,)),
+        Claim("t2-f14", fraction(f14 / "table2" / "report.md"), (GUIDE,)),
+        Claim("d-f14", f"under `f14`: {learned(f14 / 'table2' / 'report.md')}", (GUIDE,)),
+        Claim("target-f14", "; ".join(f"{r['table']}: {r['maxima within 5']} maxima within 5 points against "
+                                      f"the target's {r['target']}, short by {r['shortfall']}" for r in target),
+              (GUIDE,)),
     ]
 
 
@@ -317,7 +343,27 @@ def retime_claims() -> list[Claim]:
     t1, t2 = runs["table1"], runs["table2"]
     return [Claim("tables-retime", f"Table 1's {t1['runs']} runs took {t1['wall (min)']} min and Table 2's "
                   f"{t2['runs']} runs {t2['wall (min)']} min, {both[1]} min together ({cpu:.1f} CPU-minutes; "
-                  f"target {both[2]} min, missed by {both[3]} min)", (PERFORMANCE,))]
+                  f"target {both[2]} min, missed by {both[3]} min)", (PERFORMANCE,)), retime_f14_claim()]
+
+
+def retime_f14_claim() -> Claim:
+    """Both tables under ``f14`` re-timed on idle cores (``tables-f14/timing.md``, ``retime.sh``)."""
+    text = (RETIME_F14 / "timing.md").read_text()
+    runs = {r["table"]: r for r in md_tables(RETIME_F14 / "timing.md")[0]}
+    both = re.search(r"Both tables: ([\d.]+) min wall against the (\d+)-minute target \((met|missed by [\d.]+ min)\)",
+                     text)
+    machine = re.search(r"table1: ([^,]+),", text)[1]
+    cpu = sum(float(r["process CPU (min, all runs)"]) for r in runs.values())
+    loads = " and ".join(r["load at start / end (1 min)"].split(" / ")[0] for r in runs.values())
+    t1, t2 = runs["table1"], runs["table2"]
+    pairs = [(a, b) for t in ("table1", "table2")
+             for cell, ours in per_seed(RETIME_F14 / t / "report.md").items()
+             for a, b in zip(ours, per_seed(SCREEN / "f14" / t / "report.md")[cell], strict=True)]
+    return Claim("tables-retime-f14", f"on 2 idle cores of an {machine} (load at the starts {loads}): Table 1's "
+                 f"{t1['runs']} runs took {t1['wall (min)']} min and Table 2's {t2['runs']} runs {t2['wall (min)']} "
+                 f"min, {both[1]} min together ({cpu:.1f} CPU-minutes; target {both[2]} min, {both[3]}); "
+                 f"{sum(a == b for a, b in pairs)} of {len(pairs)} seeds end at the accuracy the screen's own "
+                 "report prints for them", (PERFORMANCE,))
 
 
 def compile_claim() -> Claim:
@@ -334,7 +380,7 @@ def compile_claim() -> Claim:
 
 
 def claims() -> list[Claim]:
-    return (table_claims() + cpu_claims() + mlp_claims() + budget_claims() + analysis_claims() + [scores_claim()]
+    return (table_claims() + screen_claims() + cpu_claims() + mlp_claims() + budget_claims() + analysis_claims() + [scores_claim()]
             + bench_claims())
 
 
