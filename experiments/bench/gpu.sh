@@ -4,7 +4,8 @@
 #   1. CUDA tests: the captured step (tests/training/test_graph_step.py) and CUDA = CPU
 #   2. the benchmark on the GPU, ratio per config, with the captured step beside the plain
 #      ensemble (bench_train.py --device cuda --graph)
-#   3. both tables under the chosen reading (experiments/readings/mlp-4x/table1, table2) into
+#   3. both tables under the chosen reading (TABLES/table1, table2; TABLES defaults to the screen's
+#      choice, experiments/readings/screen/f14, which replaced mlp-4x) into
 #      fresh stores (rows only), each sweep timed by its store; sweeps on CUDA train with the
 #      captured step (interp.training.fast_train.train_ensemble: graph on CUDA by default)
 #   4. tables_summary.py, then everything packed into OUT/gpu-results.tar.gz: unpack it at the
@@ -22,7 +23,8 @@
 #   run(command="bash experiments/bench/gpu.sh $OUT 560", carry=[".devcarry"], timeout_s=600)
 # Environment: PYTHON (default python3, or .venv/bin/python when it exists), WORKERS (sweep
 # worker processes sharing the GPU, default 4: the host draws each batch, so one process keeps
-# one core busy), RES (results folder, default experiments/bench/gpu).
+# one core busy), RES (results folder, default experiments/bench/gpu), TABLES (the two table
+# folders' parent, default experiments/readings/screen/f14).
 set -u
 MODE=run
 case "${1:-}" in --dry-run) MODE=dry; shift ;; --pack) MODE=pack ;; esac
@@ -40,6 +42,10 @@ fi
 
 OUT=${1:?usage: gpu.sh [--dry-run] OUT [BUDGET_SECONDS] | gpu.sh --pack}
 BUDGET=${2:-560}
+TABLES=${TABLES:-experiments/readings/screen/f14}
+for t in table1 table2; do
+  [ -f "$TABLES/$t/configs.py" ] || { echo "TABLES=$TABLES: no $t/configs.py there (accepted: a folder with table1/ and table2/ sweep folders)" >&2; exit 2; }
+done
 T0=$(date +%s)
 mkdir -p "$OUT"
 if [ -f .devcarry/devsite.tar.xz ] && [ ! -d .devcarry/devsite ]; then tar -xJf .devcarry/devsite.tar.xz -C .devcarry; fi
@@ -82,17 +88,17 @@ boxed 360 150 $PY experiments/bench/bench_train.py --device "$DEVICE" --graph "$
     --out "$RES/bench-$DEVICE.md" > "$RES/logs/bench.txt" 2>&1
 say "   $(grep -c '^| case' "$RES/logs/bench.txt") table rows (wall and CPU)"
 
-say "3. both tables under mlp-4x into fresh stores, $WORKERS worker(s)"
+say "3. both tables under $TABLES into fresh stores, $WORKERS worker(s)"
 SWEEP=($PY -m interp sweep --device "$DEVICE" --workers "$WORKERS" --threads 1 --no-checkpoints --save-every 60)
-boxed 150 400 "${SWEEP[@]}" experiments/readings/mlp-4x/table1 "${WHERE1[@]}" \
+boxed 150 400 "${SWEEP[@]}" "$TABLES/table1" "${WHERE1[@]}" \
     --store "$RES/tables/table1/store.sqlite" > "$RES/logs/sweep-table1.txt" 2>&1
 say "   $(grep -a '^sweep table1: .*declared' "$RES/logs/sweep-table1.txt" | tail -n 1)"
-boxed 25 600 "${SWEEP[@]}" experiments/readings/mlp-4x/table2 "${WHERE2[@]}" \
+boxed 25 600 "${SWEEP[@]}" "$TABLES/table2" "${WHERE2[@]}" \
     --store "$RES/tables/table2/store.sqlite" > "$RES/logs/sweep-table2.txt" 2>&1
 say "   $(grep -a '^sweep table2: .*declared' "$RES/logs/sweep-table2.txt" | tail -n 1)"
 
 say "4. summary and packing"
-timeout 20 $PY experiments/bench/tables_summary.py "$RES/tables" --out "$RES/tables.md" > "$RES/logs/summary.txt" 2>&1
+timeout 20 $PY experiments/bench/tables_summary.py "$RES/tables" --tables "$TABLES" --out "$RES/tables.md" > "$RES/logs/summary.txt" 2>&1
 tail -n 2 "$RES/tables.md" 2>/dev/null | tee -a "$RES/logs/session.txt"
 rm -rf "$RES"/tables/*/progress  # a cut group's saved state: only useful to resume here
 tar -czf "$OUT/gpu-results.tar.gz" "$RES"

@@ -4,7 +4,8 @@
 
 Reads ``<folder>/table1/store.sqlite`` and ``<folder>/table2/store.sqlite`` (what
 ``experiments/bench/gpu.sh`` writes) and prints, per table: runs stored against the runs the
-table declares under the reading (``experiments/readings/readings.py``), the sweeps' wall time
+table declares under the chosen reading (the sweep folders ``TABLES/table1``, ``table2``: the
+screen's choice ``f14``, which replaced ``mlp-4x``), the sweeps' wall time
 (every invocation logged in the store, so a table run in pieces adds up), the runs' process
 CPU time, the device, and the load at the start; then both tables against the 10-minute target
 for one H100 (issue 27). A table whose runs are not all stored gives a lower bound, and says so.
@@ -20,15 +21,16 @@ from pathlib import Path
 from interp.sweeps import store
 
 HERE = Path(__file__).resolve().parent
-READING, TARGET_MIN = "mlp-4x", 10.0
+READING, TARGET_MIN = "f14", 10.0  # issue 28's gate: f14 replaces mlp-4x
+TABLES = HERE.parent / "readings" / "screen" / READING  # its table1/, table2/ sweep folders
 
 
-def table_row(path: Path, table: str) -> tuple[str, float, bool]:
-    """(Markdown row, wall seconds, every declared run stored) for one table's store."""
-    sys.path.insert(0, str(HERE.parent / "readings"))
-    import readings
+def table_row(path: Path, table: str, tables: Path = TABLES) -> tuple[str, float, bool]:
+    """(Markdown row, wall seconds, every declared run stored) for one table's store, against
+    the runs the sweep folder ``tables/table`` declares."""
+    import runpy
 
-    declared = {c.name() for c in readings.table_configs(READING, table)}
+    declared = {c.name() for c in runpy.run_path(str(tables / table / "configs.py"))["CONFIGS"]}
     if not path.exists():
         return f"| {table} | 0 / {len(declared)} | - | - | - | - |", 0.0, False
     runs, log = store.read(path), store.read_sweeps(path)
@@ -47,15 +49,21 @@ def main(argv=None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", help="holds table1/store.sqlite and table2/store.sqlite")
     parser.add_argument("--out", help="also write the Markdown here")
+    parser.add_argument("--tables", type=Path, default=TABLES,
+                        help="the folder whose table1/ and table2/ sweep folders the stores trained "
+                             f"(default {TABLES.relative_to(HERE.parents[1])})")
     args = parser.parse_args(argv)
     folder = Path(args.folder)
-    lines = [f"# Both tables under `{READING}`: time per table", "",
+    for table in ("table1", "table2"):
+        if not (args.tables / table / "configs.py").is_file():
+            parser.error(f"--tables {args.tables}: no {table}/configs.py there")
+    lines = [f"# Both tables under `{args.tables}`: time per table", "",
              f"From the stores in `{folder}` (`experiments/bench/tables_summary.py`).", "",
              "| table | runs stored / declared | sweep wall (min) | process CPU (min, all runs) | "
              "device | load at start (1 min) | sweep outcomes |", "|---|--:|--:|--:|---|--:|---|"]
     total, complete = 0.0, True
     for table in ("table1", "table2"):
-        row, wall, done = table_row(folder / table / "store.sqlite", table)
+        row, wall, done = table_row(folder / table / "store.sqlite", table, args.tables)
         lines.append(row)
         total += wall
         complete &= done

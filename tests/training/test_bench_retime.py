@@ -2,7 +2,9 @@
 two tiny tables (a few 15-step runs), and bad input refused before any sweep starts."""
 
 import pathlib
+import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -47,3 +49,16 @@ def test_retime_of_a_readings_tables_writes_their_timing_against_the_120_minute_
     assert (out / "table1" / "report.md").is_file() and (out / "table2" / "report.md").is_file()
     r = _run(out, 1, tables)  # a second timing into the same DIR is refused: one uninterrupted sweep each
     assert r.returncode == 2 and "choose a fresh DIR" in r.stderr
+
+    # tables_summary.py (gpu.sh's step 4) reads the same stores laid out as gpu.sh writes them
+    gpu = tmp_path / "gpu"
+    for table in ("table1", "table2"):
+        (gpu / table).mkdir(parents=True)
+        shutil.copy(out / table / "results" / "store.sqlite", gpu / table / "store.sqlite")
+    summary = [sys.executable, str(REPO / "experiments" / "bench" / "tables_summary.py"), str(gpu)]
+    r = subprocess.run([*summary, "--tables", str(tables)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "| table1 | 2 / 2 |" in r.stdout and "| table2 | 3 / 3 |" in r.stdout
+    assert "against the 10-minute target (met)" in r.stdout
+    r = subprocess.run([*summary, "--tables", str(tmp_path / "none")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "no table1/configs.py there" in r.stderr
