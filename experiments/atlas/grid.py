@@ -17,7 +17,7 @@ from interp.inspect.atlas_predictions import MLP_READING
 
 HERE = Path(__file__).resolve().parent
 GRIDS = ("core", "full")
-ARCHS = ("attention-only", "mlp-4x")  # mlp-4x: the chosen reading, experiments/readings/scores.md
+ARCHS = ("attention-only", "mlp-4x")  # mlp-4x: the chosen reading (f14 since issue 28's gate: MLP_READING)
 MLP_RATIO = 4  # d_mlp = 4 d_model after every attention layer (one layer: the final position)
 #: where the chosen reading puts its MLP in two-layer models, by atlas_predictions.MLP_READING
 #: (None: mlp-4x, after every attention layer; f14: after the last only, the screen's last-4d)

@@ -14,7 +14,8 @@ c = ``c``, ``c-<case>``; d = ``d``, ``d-committed``, ``d-mlp-4x``; e = ``e``, ``
 
 Sources: the attention-only tables as today's code trains them are
 ``experiments/bench/tables-cpu/`` (the committed ``experiments/table2/report.md`` is from earlier
-code); the chosen reading's full tables are ``experiments/readings/mlp-4x/table{1,2}/report.md``;
+code); ``mlp-4x``'s full tables (the chosen reading before issue 28's gate) are
+``experiments/readings/mlp-4x/table{1,2}/report.md``, ``f14``'s (since) ``screen/f14/table{1,2}/report.md``;
 the readings' diagnostic cells are ``seeds.csv`` (written by ``score.py``).
 """
 

@@ -93,8 +93,10 @@ def architecture(case: int, d_token: int, d_mlp: int, mlp: str = "every", n_laye
     """The architecture's name, by rule: ``attention-only`` when d_mlp = 0; else ``mlp-<r>x``
     when d_mlp = r d_model for a whole r (d_model = 2 d_token in cases 2-3, else d_token), else
     ``mlp-<d_mlp>``; ``-last`` appended when a two-layer model has its MLP after the last layer
-    only (``mlp="last"``; with one layer it is the same model as ``"every"``). The atlas's
-    ``mlp-4x`` (``experiments/atlas/grid.py``) is d_mlp = 4 d_model after every attention layer.
+    only (``mlp="last"``; with one layer it is the same model as ``"every"``). The name
+    ``mlp-4x`` is d_mlp = 4 d_model after every attention layer; the atlas's grid
+    (``experiments/atlas/grid.py``) trains f14's fields under it since issue 28's gate, named
+    ``mlp-4x[f14]``.
     ``reading``: any of :data:`READING`'s fields; those off its value are appended in brackets
     (``mlp-4x[W_O=identity,init=mha]``), or the name of a :data:`NAMED` reading when they are
     exactly its fields that act in the cell (:func:`acting`; ``pos_embed``: the cell's PE), as
