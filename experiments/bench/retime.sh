@@ -3,7 +3,7 @@
 # stores under DIR, then their reports and DIR/timing.md (issue 27, item 3):
 #   bash experiments/bench/retime.sh experiments/bench/tables-cpu-2 [WORKERS]          # attention-only
 #   bash experiments/bench/retime.sh experiments/bench/tables-f14 2 experiments/readings/screen/f14
-# TABLES (default experiments) is the folder whose table1/ and table2/ are the sweep folders:
+# DIR and TABLES are read from the repo root (or absolute). TABLES (default experiments) is the folder whose table1/ and table2/ are the sweep folders:
 # experiments/ the attention-only tables, a screen combination's folder its two tables.
 # Refuses a DIR whose stores already hold runs (a timing must be one uninterrupted sweep per
 # table). Run it with nothing else on the machine: timing.md prints the load at each start.

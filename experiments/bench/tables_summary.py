@@ -57,7 +57,9 @@ def main(argv=None) -> str:
     for table in ("table1", "table2"):
         if not (args.tables / table / "configs.py").is_file():
             parser.error(f"--tables {args.tables}: no {table}/configs.py there")
-    lines = [f"# Both tables under `{args.tables}`: time per table", "",
+    shown = args.tables.resolve()
+    shown = shown.relative_to(HERE.parents[1]) if shown.is_relative_to(HERE.parents[1]) else shown
+    lines = [f"# Both tables under `{shown}`: time per table", "",
              f"From the stores in `{folder}` (`experiments/bench/tables_summary.py`).", "",
              "| table | runs stored / declared | sweep wall (min) | process CPU (min, all runs) | "
              "device | load at start (1 min) | sweep outcomes |", "|---|--:|--:|--:|---|--:|---|"]

@@ -50,6 +50,13 @@ def test_retime_of_a_readings_tables_writes_their_timing_against_the_120_minute_
     r = _run(out, 1, tables)  # a second timing into the same DIR is refused: one uninterrupted sweep each
     assert r.returncode == 2 and "choose a fresh DIR" in r.stderr
 
+    # the attention-only tables are judged against their own 30-minute target, however spelled
+    cpu = [sys.executable, str(REPO / "experiments" / "bench" / "tables_cpu.py"), "--dir", str(out)]
+    for spelled in ("experiments", "./experiments/"):
+        r = subprocess.run([*cpu, "--tables", spelled], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert "against the 30-minute target" in r.stdout and "`table2`)" not in r.stdout.splitlines()[0]
+
     # tables_summary.py (gpu.sh's step 4) reads the same stores laid out as gpu.sh writes them
     gpu = tmp_path / "gpu"
     for table in ("table1", "table2"):
@@ -62,3 +69,13 @@ def test_retime_of_a_readings_tables_writes_their_timing_against_the_120_minute_
     assert "against the 10-minute target (met)" in r.stdout
     r = subprocess.run([*summary, "--tables", str(tmp_path / "none")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "no table1/configs.py there" in r.stderr
+
+
+def test_gpu_sh_refuses_a_tables_folder_without_the_two_tables_before_any_work(tmp_path):
+    import os
+
+    r = subprocess.run(["bash", str(REPO / "experiments" / "bench" / "gpu.sh"), "--dry-run", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=60, cwd=REPO,
+                       env={**os.environ, "TABLES": str(tmp_path / "none")})
+    assert r.returncode == 2 and "no table1/configs.py there" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()  # nothing written
