@@ -7,12 +7,12 @@ A trained model may do the same up to a linear map, with another frequency m (th
 to order-free:
 
 * **cos/sin probe** (:func:`probe_table`, :func:`probe_resid`): a linear regression
-  (scikit-learn ``LinearRegression``) from rows X[k] to ``[cos 2 pi m k/N, sin 2 pi m k/N]``,
-  scored by held-out R^2 (out-of-fold predictions of a K-fold split, averaged over the two
-  targets, floored at -1) for every m in 1..(N - 1) // 2 and N in {n, n + 1} unless N is
-  given; the best (N, m) is reported. m and N - m give the same points mirrored, so larger m
-  add nothing (and m = N / 2 is the degenerate [(-1)^k, 0]). A table that *is*
-  ``A cs_N(k) + b`` scores R^2 = 1 at that (N, m).
+  (scikit-learn ``LinearRegression``'s least squares, :func:`heldout_predictions`) from rows
+  X[k] to ``[cos 2 pi m k/N, sin 2 pi m k/N]``, scored by held-out R^2 (out-of-fold
+  predictions of a K-fold split, averaged over the two targets, floored at -1) for every m in
+  1..(N - 1) // 2 and N in {n, n + 1} unless N is given; the best (N, m) is reported. m and
+  N - m give the same points mirrored, so larger m add nothing (and m = N / 2 is the
+  degenerate [(-1)^k, 0]). A table that *is* ``A cs_N(k) + b`` scores R^2 = 1 at that (N, m).
 * **Fourier power spectrum** (:func:`fourier_spectrum`), as in Nanda et al.'s grokking analysis:
   the DFT of the centred table along its rows, power summed over the model dimensions.
 * **Circle test** (:func:`circle_test`), blind to the order of the points: the fraction of the
@@ -60,24 +60,64 @@ def cs_targets(labels, N: int, m: int = 1) -> np.ndarray:
     return np.stack([np.cos(theta), np.sin(theta)], axis=1)
 
 
+#: the relative cutoff below which a fold's singular values count as zero: scikit-learn's
+#: ``LinearRegression(tol=1e-6)``, which hands it to ``scipy.linalg.lstsq`` as ``cond``
+LSTSQ_COND = 1e-6
+
+_blas = None  # threadpoolctl's controller of the loaded BLAS libraries, made on first use
+
+
+def _one_blas_thread():
+    """A context in which numpy's and scipy's BLAS run on one thread.
+
+    The probes' least-squares problems are small (at most a few hundred rows and columns), and
+    a second BLAS thread only waits on the first: on cores shared with other work (a sweep
+    training beside ``interp atlas``) OpenBLAS's threads spin and a 5-fold probe of 512 rows
+    took 0.7-2 s instead of 0.02 s. The controller is made once (finding the libraries costs
+    milliseconds); threadpoolctl comes with scikit-learn, which requires it."""
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas = ThreadpoolController()
+    return _blas.limit(limits=1, user_api="blas")
+
+
 def heldout_predictions(X, Y, *, folds: int = 5, seed: int = 0) -> np.ndarray:
     """Out-of-fold predictions of a linear regression X -> Y (every column of Y at once).
 
-    scikit-learn's ``cross_val_predict`` with a shuffled ``KFold`` (``folds``, at most one fold
-    per row): every prediction comes from a fit that did not see the row. Least squares fits
-    each column of Y independently, so stacking targets changes no prediction; it only saves
-    fits.
+    What scikit-learn's ``cross_val_predict(LinearRegression(), X, Y, cv=KFold(...))`` returns,
+    computed directly: a shuffled ``KFold`` (``folds``, at most one fold per row; scikit-learn's
+    own splitter, so the folds are the same), and on each training fold the centred
+    least-squares fit ``LinearRegression`` makes: X and Y centred on the fold's means,
+    ``scipy.linalg.lstsq`` (LAPACK gelsd; singular values below :data:`LSTSQ_COND` times the
+    largest count as zero, and a fold with fewer rows than columns, or rank-deficient, gets the
+    minimum-norm solution), and the intercept ``y_mean - x_mean @ coef``. Every prediction
+    comes from a fit that did not see the row. Least squares fits each column of Y
+    independently, so stacking targets changes no prediction; it only saves fits.
+
+    The same arithmetic without scikit-learn's per-fit input checks, which cost more than the
+    fits, on one BLAS thread (:func:`_one_blas_thread`); ``tests/inspect/test_probes_heldout.py``
+    holds it to ``cross_val_predict`` within 1e-9.
     """
-    from sklearn.linear_model import LinearRegression
-    from sklearn.model_selection import KFold, cross_val_predict
+    from scipy import linalg
+    from sklearn.model_selection import KFold
 
     X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
     if X.ndim != 2 or Y.ndim != 2 or len(X) != len(Y):
         raise ValueError(f"X has shape {X.shape}, Y {Y.shape}; accepted: [rows, d] and [rows, k]")
     if len(X) < 3:
         raise ValueError(f"{len(X)} rows; accepted: at least 3 to score a held-out probe")
+    if not (np.isfinite(X).all() and np.isfinite(Y).all()):  # scikit-learn refused them too
+        raise ValueError("X or Y holds NaN or infinity; accepted: finite values")
     cv = KFold(n_splits=min(folds, len(X)), shuffle=True, random_state=seed)
-    return cross_val_predict(LinearRegression(), X, Y, cv=cv)
+    pred = np.empty_like(Y)
+    with _one_blas_thread():
+        for train, test in cv.split(X):
+            x_mean, y_mean = X[train].mean(0), Y[train].mean(0)
+            coef = linalg.lstsq(X[train] - x_mean, Y[train] - y_mean, cond=LSTSQ_COND)[0]  # [d, k]
+            pred[test] = X[test] @ coef + (y_mean - x_mean @ coef)
+    return pred
 
 
 def heldout_r2(X, Y, *, folds: int = 5, seed: int = 0) -> float:
