@@ -86,6 +86,25 @@ def test_failed_seeds_are_not_measured_and_the_others_carry_measure_and_their_la
     assert mlp_rows.iloc[0]["mlp_role"] in ("passes", "helps", "needed")
 
 
+def test_seeds_are_measured_on_one_torch_thread_and_the_count_is_restored(sweep_dir, monkeypatch):
+    import torch
+
+    seen = []
+    monkeypatch.setattr(analysis, "measure", lambda *a, **kw: seen.append(torch.get_num_threads()) or {})
+    r = store.read(sweep_dir / "results" / "store.sqlite").iloc[0]
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # whatever the test process runs on: two threads to come back to
+    try:
+        assert atlas._measure(r, {"name": r["name"], "case": int(r["case"]), "n": int(r["n"])}, 64) == {}
+        assert seen == [1] and torch.get_num_threads() == 2
+        with pytest.raises(RuntimeError, match="inside"), atlas.one_thread():
+            assert torch.get_num_threads() == 1
+            raise RuntimeError("inside")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("case, d_token, d_mlp, mlp, layers, name", [
     (1, 8, 0, "every", 1, "attention-only"),
     (5, 4, 16, "every", 1, "mlp-4x"),       # d_model = d_token
