@@ -315,7 +315,7 @@ def bench_claims() -> list[Claim]:
         Claim("tables-time-mlp-4x", f"{chosen[1]} CPU-minutes, at best {chosen[2]} min on 2 cores (issue 27's "
               f"target 120 min, missed by {float(chosen[2]) - 120:.1f} min; timing.md's own, issue 16's "
               f"{chosen[3]} min, by {chosen[4]} min)", (PERFORMANCE,)),
-        *retime_claims(), compile_claim(), f14_profile_claim(),
+        *retime_claims(), compile_claim(), f14_profile_claim(), levers_claim(),
     ]
 
 
@@ -327,6 +327,19 @@ def f14_profile_claim() -> Claim:
     return Claim("bench-f14", f"{ours.split(' (ratio ')[1].rstrip(')')} ({ours.split(' ')[0]} vs "
                  f"{q['plain loop, ms per step']} ms per seed-step); {fixed.split(' ')[0]} ms of it does not "
                  f"shrink with the batch; 10x needs {q['10x needs, ms per seed-step']} ms", (PERFORMANCE,))
+
+
+def levers_claim() -> Claim:
+    """The bit-identical levers and the bits-fixed kernels at f14 (``step_levers.py`` -> ``step-levers.md``)."""
+    path = EXP / "bench" / "step-levers.md"
+    same = re.search(r"at the end: \*\*(yes|NO)\*\*", path.read_text())[1]
+    levers, kernels = md_tables(path)
+    full = levers[0]
+    fixed = next(r for r in kernels if r["pass"] == "together")
+    return Claim("bench-levers", f"equal bit for bit: {same}; {full['today, ms per seed-step']} vs "
+                 f"{full['both levers']} ms per seed-step at batch {full['batch']}, {full['saved'].split(' ')[1].strip('()')} "
+                 f"saved; the passes whose kernels fix the bits take {fixed['ms per seed-step']} ms per "
+                 "seed-step alone", (PERFORMANCE, "experiments/bench/README.md"))
 
 
 def tables_time(folder: Path) -> tuple[dict, re.Match]:
