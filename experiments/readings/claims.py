@@ -1,5 +1,5 @@
-"""Every count the guides quote about the tables, the readings, the step budget and the speed,
-recomputed from committed files.
+"""Every count the guides quote about the tables, the readings, the step budget, the speed and the
+mechanism atlas, recomputed from committed files.
 
     .venv/bin/python experiments/readings/claims.py           # one line per claim: key, text, pages
     .venv/bin/python experiments/readings/claims.py --check   # exit 1 naming each claim a page lacks
@@ -36,6 +36,7 @@ MLP4X = EXP / "readings" / "mlp-4x"
 SCREEN = EXP / "readings" / "screen"  # issue 28's screen; its gate's choice replaced mlp-4x
 GUIDE, READINGS_README, PERFORMANCE = "docs/paper-tables.md", "experiments/readings/README.md", "docs/performance.md"
 LOOKING_INSIDE = "docs/looking-inside.md"
+ATLAS, ATLAS_README = EXP / "atlas" / "core-atlas", "experiments/atlas/README.md"  # issue 29's core grid
 BUDGET_README, ANALYSIS_README = "experiments/budget/README.md", "experiments/analysis/README.md"
 SUCCESS = 99.0  # a seed "learns" at >= 99% (interp.inspect.analysis's success threshold)
 READINGS = {"attention-only": "0", "mlp-1x": "d_model", "mlp-4x": "4 d_model", "torch-encoder": "2048"}
@@ -390,9 +391,53 @@ def compile_claim() -> Claim:
                  (PERFORMANCE,))
 
 
+def atlas_claims() -> list[Claim]:
+    """The core atlas's counts (``interp atlas`` -> ``core-atlas/atlas.md``): seeds and outcomes,
+    the successful seeds' mechanisms overall and per architecture and layers, the cells where the
+    construction is or is not what training finds, the theorems' width lines, and P1-P9."""
+    path = ATLAS / "atlas.md"
+    text = path.read_text()
+    tables = md_tables(path)
+    summary = next(t for t in tables if t and "panel" in t[0] and "cells" in t[0])
+    lines = next(t for t in tables if t and "theorem" in t[0])
+    preds = next(t for t in tables if t and "prediction" in t[0])
+    labels = ("construction", "mirror", "inverted", "mlp-lookup", "none", "unmeasured", "other labels")
+    out = [Claim("atlas-seeds", re.search(r"\d+ seeds in \d+ cells: [^.]*\.", text)[0], (ATLAS_README,))]
+
+    def mix(rows) -> str:
+        ok = sum(int(r["seeds successful"].split(" of ")[0]) for r in rows)
+        run = sum(int(r["seeds successful"].split(" of ")[1]) for r in rows)
+        by = ", ".join(f"{sum(int(r[k]) for r in rows)} {k}" for k in labels if sum(int(r[k]) for r in rows))
+        mostly = sum(int(r["cells mostly construction"]) for r in rows)
+        never = sum(int(r["cells with successes, none construction"]) for r in rows)
+        won = sum(int(r["cells with a success"]) for r in rows)
+        cells = sum(int(r["cells"]) for r in rows)
+        return (f"{ok} of {run} seeds successful ({by or 'no label'}); {won} of {cells} cells with a success, "
+                f"{mostly} of them mostly construction, {never} with none")
+
+    out.append(Claim("atlas-all", mix(summary), (ATLAS_README,)))
+    for arch in sorted({r["panel"].split(", ")[2] for r in summary}):
+        for layers in sorted({r["panel"].split(", ")[1] for r in summary}):
+            for cases in (("case 1", "case 4"), ("case 2", "case 3"), ("case 5",)):
+                rows = [r for r in summary if r["panel"].split(", ")[2] == arch
+                        and r["panel"].split(", ")[1] == layers and r["panel"].split(", ")[0] in cases]
+                if rows:
+                    key = f"atlas-{'+'.join(c.split()[1] for c in cases)}-{layers.split()[0]}l-{arch}"
+                    out.append(Claim(key, f"{' and '.join(cases)}, {layers}, {arch}: {mix(rows)}", (ATLAS_README,)))
+    below = sum(int(r["successful seeds below the line"]) for r in lines)
+    above = sum(int(r["at or above"]) for r in lines)
+    out.append(Claim("atlas-lines", f"{below} of {below + above} successful seeds in a panel with a theorem's "
+                     f"line lie below it", (ATLAS_README,)))
+    out.append(Claim("atlas-bind", re.search(r"Theorems 3.4 and 3.7 at h = 1[^\n]*", text)[0], (ATLAS_README,)))
+    for r in preds:
+        key = re.search(r"\*\*(P\d+)\*\*", r["prediction"])[1]
+        out.append(Claim(f"atlas-{key}", f"| {r['prediction']} | {r['verdict']} | {r['numbers']} |", (ATLAS_README,)))
+    return out
+
+
 def claims() -> list[Claim]:
     return (table_claims() + screen_claims() + cpu_claims() + mlp_claims() + budget_claims() + analysis_claims() + [scores_claim()]
-            + bench_claims())
+            + bench_claims() + atlas_claims())
 
 
 def flat(text: str) -> str:
