@@ -28,10 +28,10 @@ mass, ...     each is), NaN for failed seeds; ``acc_mean_mlp``, ``attn_entropy``
 ============== ==================================================================================
 
 Measuring a seed loads its checkpoint and takes a fraction of a second to a few seconds of CPU
-(on one thread, :func:`one_thread`), so only successful and partial seeds are measured, and
-``cache`` (the ``atlas.csv`` an earlier atlas wrote) lends its rows: a run whose name, cell,
-seed, status and accuracy match a cached row is not measured again, so a rerun after more runs
-land measures only the new ones. Labels are always recomputed from the
+(on one thread: :func:`interp.training.machine.one_thread`), so only successful and partial
+seeds are measured, and ``cache`` (the ``atlas.csv`` an earlier atlas wrote) lends its rows: a
+run whose name, cell, seed, status and accuracy match a cached row is not measured again, so a
+rerun after more runs land measures only the new ones. Labels are always recomputed from the
 measures, so a change to :func:`~interp.inspect.labels.mechanism` reaches cached rows.
 
 :func:`write_atlas` writes ``atlas.csv`` (this table), ``atlas.md`` (per case, layers,
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import logging
 import math
-from contextlib import contextmanager
 from pathlib import Path
 
 from interp.core import bounds, tasks
@@ -166,32 +165,11 @@ def _reusable(old: dict | None, base: dict) -> bool:
     return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-12
 
 
-@contextmanager
-def one_thread():
-    """torch on one intra-op thread inside the block, its thread count restored after.
-
-    A seed's measures are small tensor operations (a batch of 512 short sequences, tables of a
-    few hundred rows), too small to gain from a second thread; on cores shared with a sweep
-    (whose runs train on one thread each) the threads wait on each other: seeds measured beside
-    a running sweep took a median of about 10 times (2 to 40 times) the CPU time on torch's
-    default two threads that they take on one. The measures are the same: on 167 seeds compared
-    (attention-only and MLP, one and two layers, n 5 to 100) every float32 measure bit for bit,
-    the float64 ones (SVDs, probes) within 1e-12. The probes' numpy BLAS is on one thread
-    already (:func:`interp.inspect.probes.heldout_predictions`)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _measure(r, base: dict, batch_size: int) -> dict | None:
-    """The measures of one stored run's model (on one thread, :func:`one_thread`); None when
-    it has no checkpoint to load."""
+    """The measures of one stored run's model, on one thread
+    (:func:`interp.training.machine.one_thread`); None when it has no checkpoint to load."""
     from interp.training import checkpoints
+    from interp.training.machine import one_thread
 
     ckpt = r["checkpoint"]
     if not isinstance(ckpt, str) or not ckpt or not Path(ckpt).exists():

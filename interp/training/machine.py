@@ -3,13 +3,15 @@
 :func:`mkl_library` and :func:`mkl_branch` talk to torch's MKL (its conditional-numerical-
 reproducibility branch, which decides whether stacked seeds get a lone seed's bits);
 :func:`keep_freed_memory` asks glibc to reuse freed large blocks; :func:`cpu_model` names the
-CPU (progress files record it beside the MKL branch).
+CPU (progress files record it beside the MKL branch); :func:`one_thread` runs a block on one
+torch thread (``interp atlas`` measures each seed in it).
 """
 
 from __future__ import annotations
 
 import os
 import platform
+from contextlib import contextmanager
 
 
 def mkl_library():
@@ -87,3 +89,25 @@ def code_version() -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return head.stdout.strip() + ("+dirty" if dirty else "")
+
+
+@contextmanager
+def one_thread():
+    """torch on one intra-op thread inside the block, its thread count restored after.
+
+    A seed's measures are small tensor operations (a batch of 512 short sequences, tables of a
+    few hundred rows), too small to gain from a second thread; on cores shared with a sweep
+    (whose runs train on one thread each) the threads wait on each other: seeds measured beside
+    a running sweep took a median of about 10 times (2 to 40 times) the CPU time on torch's
+    default two threads that they take on one. The measures are the same: on 167 seeds compared
+    (attention-only and MLP, one and two layers, n 5 to 100) every float32 measure bit for bit,
+    the float64 ones (SVDs, probes) within 1e-12. The probes' numpy BLAS is on one thread
+    already (:func:`interp.inspect.probes.heldout_predictions`)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

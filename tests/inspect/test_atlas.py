@@ -16,7 +16,7 @@ import pytest
 
 from interp.inspect import analysis, atlas, atlas_figures, labels
 from interp.sweeps import driver as sweeps, store
-from interp.training import checkpoints
+from interp.training import checkpoints, machine
 
 # case 1 at n = 3 and lr 0.01 learns in ~60 steps in some seeds and not in others (a partial
 # and two successes), with an MLP too (so an MLP row is measured); case 5 at n = 3 with 60
@@ -97,7 +97,7 @@ def test_seeds_are_measured_on_one_torch_thread_and_the_count_is_restored(sweep_
     try:
         assert atlas._measure(r, {"name": r["name"], "case": int(r["case"]), "n": int(r["n"])}, 64) == {}
         assert seen == [1] and torch.get_num_threads() == 2
-        with pytest.raises(RuntimeError, match="inside"), atlas.one_thread():
+        with pytest.raises(RuntimeError, match="inside"), machine.one_thread():
             assert torch.get_num_threads() == 1
             raise RuntimeError("inside")
         assert torch.get_num_threads() == 2
