@@ -72,9 +72,10 @@ def _one_blas_thread():
 
     The probes' least-squares problems are small (at most a few hundred rows and columns), and
     a second BLAS thread only waits on the first: on cores shared with other work (a sweep
-    training beside ``interp atlas``) OpenBLAS's threads spin and a 5-fold probe of 512 rows
-    took 0.7-2 s instead of 0.02 s. The controller is made once (finding the libraries costs
-    milliseconds); threadpoolctl comes with scikit-learn, which requires it."""
+    training beside ``interp atlas``) OpenBLAS's threads spin, and a probe took many times its
+    one-thread time. The controller is made once (finding the libraries costs milliseconds);
+    threadpoolctl comes with scikit-learn, which requires it. The limit is process-wide: not
+    for probes run from several threads at once (nothing here does)."""
     global _blas
     if _blas is None:
         from threadpoolctl import ThreadpoolController
@@ -104,8 +105,9 @@ def heldout_predictions(X, Y, *, folds: int = 5, seed: int = 0) -> np.ndarray:
     from sklearn.model_selection import KFold
 
     X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
-    if X.ndim != 2 or Y.ndim != 2 or len(X) != len(Y):
-        raise ValueError(f"X has shape {X.shape}, Y {Y.shape}; accepted: [rows, d] and [rows, k]")
+    if X.ndim != 2 or Y.ndim != 2 or len(X) != len(Y) or not X.shape[1] or not Y.shape[1]:
+        raise ValueError(f"X has shape {X.shape}, Y {Y.shape}; accepted: [rows, d] and [rows, k], "
+                         "d and k >= 1")
     if len(X) < 3:
         raise ValueError(f"{len(X)} rows; accepted: at least 3 to score a held-out probe")
     if not (np.isfinite(X).all() and np.isfinite(Y).all()):  # scikit-learn refused them too

@@ -97,12 +97,11 @@ def one_thread():
 
     A seed's measures are small tensor operations (a batch of 512 short sequences, tables of a
     few hundred rows), too small to gain from a second thread; on cores shared with a sweep
-    (whose runs train on one thread each) the threads wait on each other: seeds measured beside
-    a running sweep took a median of about 10 times (2 to 40 times) the CPU time on torch's
-    default two threads that they take on one. The measures are the same: on 167 seeds compared
-    (attention-only and MLP, one and two layers, n 5 to 100) every float32 measure bit for bit,
-    the float64 ones (SVDs, probes) within 1e-12. The probes' numpy BLAS is on one thread
-    already (:func:`interp.inspect.probes.heldout_predictions`)."""
+    (whose runs train on one thread each) torch's default two threads wait on each other, and a
+    seed took many times its one-thread CPU time. The measures do not depend on it beyond
+    float64 rounding (SVDs, probes); ``tests/inspect/test_atlas.py`` checks the thread count
+    inside and after. The probes' numpy BLAS is on one thread already
+    (:func:`interp.inspect.probes.heldout_predictions`)."""
     import torch
 
     before = torch.get_num_threads()

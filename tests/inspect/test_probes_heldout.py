@@ -102,6 +102,12 @@ def test_non_finite_input_is_refused_as_scikit_learn_refused_it():
         reference(X, np.ones((10, 2)))
 
 
+def test_a_table_or_target_without_columns_is_refused():
+    for X, Y in ((np.zeros((6, 0)), np.ones((6, 2))), (np.ones((6, 3)), np.zeros((6, 0)))):
+        with pytest.raises(ValueError, match=r"d and k >= 1"):
+            probes.heldout_predictions(X, Y)
+
+
 def test_blas_threads_are_restored():
     from threadpoolctl import threadpool_info
 
