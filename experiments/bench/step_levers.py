@@ -2,24 +2,28 @@
 
 Issue 27 asks for the fast engine at >= 10x the plain TransformerLens loop at the chosen
 reading's two-layer cell (since issue 28's gate: ``f14``, case 5, n = 10, d_token 32, d_mlp 128
-after the last attention only). ``profile-f14.md`` has it at 8.3x (2.08 ms per seed-step; 10x
-needs 1.73). Every change to the trainer so far kept each seed's bits (the committed tables and
-the atlas's stored runs are reproduced exactly), so this script measures the two things that
-bound what such a change can gain, in one process, one intra-op thread:
+after the last attention only); ``profile-f14.md`` has where it stands and what 10x needs
+(``claims.py`` bench-f14). Every change to the trainer so far kept each seed's bits (the
+trainer's tests compare stacked seeds with lone ones, and resumed runs with straight ones, bit
+for bit), so this script measures the two things that bound what such a change can gain, in one
+process, one intra-op thread:
 
-1. **The levers that keep the bits**, side by side with today's ensemble (interleaved steps):
-   the models' parameters kept stacked (each model's parameter a view into one [seed, ...]
-   tensor per parameter, so no ``torch.stack`` and no stack backward per step) and Adam called
-   as its fused kernel directly (``torch._fused_adam_`` on the same per-seed tensors, without
-   ``Optimizer.step``'s Python). Both ensembles train the same seeds; every parameter and
-   Adam's state are compared bit for bit after the warm-up steps and at the end.
+1. **The levers that keep the bits**, side by side with today's ensemble: the models'
+   parameters kept stacked (each model's parameter a view into one [seed, ...] tensor per
+   parameter, so the forward copies nothing; the backward hands each seed its rows of the
+   gradient, as ``torch.stack``'s does) and Adam called as its fused kernel directly
+   (``torch._fused_adam_`` on the same per-seed tensors, without ``Optimizer.step``'s Python).
+   Both ensembles train the same seeds, steps interleaved in alternating order, in several
+   blocks (median and range reported); every parameter and Adam state tensor is compared bit
+   for bit (as integers) after the warm-up and at the end.
 2. **The kernels that fix the bits**: the step's passes over its [seed, batch, pos, pos]
-   tensors that no bit-identical rewrite can replace (the softmax over 21 keys, the scatter-add
-   backward of the score gathers, the pattern's backward), each timed alone at the cell's shapes.
+   tensors that no bit-identical rewrite can replace (the softmax over the keys, the
+   scatter-add backward of the score gathers, the pattern's backward), each timed alone at the
+   cell's shapes.
 
     .venv/bin/python experiments/bench/step_levers.py --out experiments/bench/step-levers.md
 
-About a minute on idle cores. Not kept in the trainer (``README.md``, "Tried ... not kept").
+Seconds on idle cores. Not kept in the trainer (``README.md``, "Tried ... not kept").
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import os
 os.environ.setdefault("MKL_CBWR", "AUTO")  # before torch loads: the trainer stacks seeds then
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # as `interp sweep` runs (interp/cli)
 
+import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from unittest import mock  # noqa: E402
@@ -49,7 +54,7 @@ from profile_mlp import CELLS  # noqa: E402  (the cells profiled there)
 
 class _Alias(torch.autograd.Function):
     """The stacked [seed, ...] tensor itself (no copy); its gradient's rows go to each seed's
-    parameter, as ``torch.stack``'s backward hands them."""
+    parameter, as ``torch.stack``'s backward hands them (the same ``unbind``)."""
 
     @staticmethod
     def forward(ctx, stacked, *params):
@@ -61,7 +66,8 @@ class _Alias(torch.autograd.Function):
 
 
 class StackedEnsemble(Ensemble):
-    """:class:`Ensemble` with both levers (module docstring); every seed live throughout."""
+    """:class:`Ensemble` with both levers (module docstring). Every seed must stay live (the
+    benchmark's stop loss is 0): the stacks hold all seeds."""
 
     def __init__(self, configs):
         super().__init__(configs, batched=True)
@@ -75,6 +81,8 @@ class StackedEnsemble(Ensemble):
         self.opt.step = self._fused_adam
 
     def _stack(self, models_):
+        if len(models_) != len(self.models):
+            raise RuntimeError("a seed stopped: StackedEnsemble stacks every seed (stop_loss=0)")
         leaves = {k: _Alias.apply(stacked, *ps) for k, (stacked, ps) in self.stacks.items()}
         return stack_params(models_, leaves=leaves)
 
@@ -85,6 +93,7 @@ class StackedEnsemble(Ensemble):
     def _fused_adam(self) -> None:
         """``torch.optim.Adam(fused=True).step()``'s kernel calls, on the same state."""
         group = self.opt.param_groups[0]
+        assert not (group["amsgrad"] or group["maximize"] or group["decoupled_weight_decay"])
         ps, grads, m, v, steps = [], [], [], [], []
         for p in group["params"]:
             if p.grad is None:
@@ -103,20 +112,34 @@ class StackedEnsemble(Ensemble):
                            maximize=False, grad_scale=None, found_inf=None)
 
 
+def _bits(t) -> torch.Tensor:
+    """A tensor's bits as integers of its width (so -0.0 != 0.0 and equal NaNs are equal)."""
+    t = torch.as_tensor(t).detach().contiguous()
+    return t.view({4: torch.int32, 8: torch.int64, 2: torch.int16}[t.element_size()])
+
+
 def same_bits(a: Ensemble, b: Ensemble) -> bool:
     """Every parameter and every Adam state tensor of the two ensembles equal bit for bit."""
+    if [len(ps) for ps in a.params] != [len(ps) for ps in b.params]:
+        return False
     for pa, pb in zip(a.params, b.params):
         for p, q in zip(pa, pb):
             sa, sb = a.opt.state.get(p, {}), b.opt.state.get(q, {})
-            if not torch.equal(p, q) or sa.keys() != sb.keys():
+            if p.dtype != q.dtype or p.shape != q.shape or not torch.equal(_bits(p), _bits(q)):
                 return False
-            if any(not torch.equal(torch.as_tensor(sa[k]), torch.as_tensor(sb[k])) for k in sa):
+            if sa.keys() != sb.keys():
                 return False
+            for k in sa:
+                x, y = torch.as_tensor(sa[k]), torch.as_tensor(sb[k])
+                if x.dtype != y.dtype or x.shape != y.shape or not torch.equal(_bits(x), _bits(y)):
+                    return False
     return True
 
 
-def levers(config, seeds: int, steps: int, warm: int) -> tuple[list[str], bool]:
-    """Today's ensemble and :class:`StackedEnsemble`, interleaved step by step."""
+def levers(config, seeds: int, steps: int, warm: int, blocks: int) -> tuple[list[str], bool]:
+    """Today's ensemble and :class:`StackedEnsemble`: ``blocks`` blocks of ``steps`` steps each,
+    the two interleaved step by step, which goes first alternating; ms per seed-step, median
+    and range over the blocks."""
     configs = [config.replace(seed=s) for s in range(seeds)]
     rows, ok = [], True
     for batch in (config.batch_size, 8):
@@ -125,15 +148,20 @@ def levers(config, seeds: int, steps: int, warm: int) -> tuple[list[str], bool]:
         for _ in range(warm):
             today.step(), stacked.step()
         ok &= same_bits(today, stacked)
-        cpu = [0.0, 0.0]
-        for _ in range(steps):
-            for i, ens in enumerate((today, stacked)):
-                c = time.process_time()
-                ens.step()
-                cpu[i] += time.process_time() - c
+        ms: list[list[float]] = [[], []]
+        for _ in range(blocks):
+            cpu = [0.0, 0.0]
+            for i in range(steps):
+                for j in ((0, 1) if i % 2 == 0 else (1, 0)):
+                    c = time.process_time()
+                    (today, stacked)[j].step()
+                    cpu[j] += time.process_time() - c
+            for j in (0, 1):
+                ms[j].append(1e3 * cpu[j] / steps / seeds)
         ok &= same_bits(today, stacked)
-        a, b = (1e3 * x / steps / seeds for x in cpu)
-        rows.append(f"| {batch} | {a:.3f} | {b:.3f} | {a - b:.3f} ({100 * (a - b) / a:.0f}%) |")
+        a, b = (statistics.median(m) for m in ms)
+        rows.append(f"| {batch} | {a:.3f} ({min(ms[0]):.3f}-{max(ms[0]):.3f}) | {b:.3f} "
+                    f"({min(ms[1]):.3f}-{max(ms[1]):.3f}) | {a - b:.3f} ({100 * (a - b) / a:.0f}%) |")
     return rows, ok
 
 
@@ -180,7 +208,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cell", choices=sorted(CELLS), default="f14")
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=100, help="timed steps per ensemble")
+    parser.add_argument("--steps", type=int, default=100, help="timed steps per ensemble and block")
+    parser.add_argument("--blocks", type=int, default=5, help="timed blocks (median and range)")
     parser.add_argument("--warm", type=int, default=20, help="untimed steps before the first bit check")
     parser.add_argument("--out", help="write the Markdown here")
     args = parser.parse_args(argv)
@@ -189,7 +218,7 @@ def main(argv=None) -> int:
     load = os.getloadavg()
     start, cpu0 = time.perf_counter(), time.process_time()
     config = TrainConfig(**CELLS[args.cell], stop_loss=0.0, max_steps=10**9)
-    lever_rows, same = levers(config, args.seeds, args.steps, args.warm)
+    lever_rows, same = levers(config, args.seeds, args.steps, args.warm, args.blocks)
     kernel_rows, fixed = fixed_kernels(config, args.seeds, 4 * args.steps // 10 or 1)
     cell = ", ".join(f"{k} {v}" for k, v in CELLS[args.cell].items())
     lines = [
@@ -205,11 +234,12 @@ def main(argv=None) -> int:
         "## The levers that keep the bits",
         "",
         "Today's ensemble against the same seeds with their parameters kept stacked and Adam's "
-        f"fused kernel called directly; {args.warm} warm-up steps, then {args.steps} steps "
-        "interleaved one by one. Every parameter and Adam state tensor equal bit for bit after "
-        f"the warm-up and at the end: **{'yes' if same else 'NO'}**.",
+        f"fused kernel called directly; {args.warm} warm-up steps, then {args.blocks} blocks of "
+        f"{args.steps} steps, interleaved one by one in alternating order: median (range) over "
+        "the blocks. Every parameter and Adam state tensor equal bit for bit after the warm-up "
+        f"and at the end: **{'yes' if same else 'NO'}**.",
         "",
-        "| batch | today, ms per seed-step | both levers | saved |",
+        "| batch | today, ms per seed-step | both levers | saved (medians) |",
         "|--:|--:|--:|--:|",
         *lever_rows,
         "",

@@ -41,6 +41,10 @@ def test_stacked_ensemble_equals_the_trainers_bit_for_bit():
         p = stacked.params[1][0]
         p.view(-1)[0] = torch.nextafter(p.view(-1)[0], torch.tensor(float("inf")))
     assert not step_levers.same_bits(today, stacked)
+    # bits, not values: the two zeros differ, equal NaNs do not
+    bits = step_levers._bits
+    assert not torch.equal(bits(torch.tensor([0.0])), bits(torch.tensor([-0.0])))
+    assert torch.equal(bits(torch.tensor([float("nan")])), bits(torch.tensor([float("nan")])))
 
 
 def test_stacked_parameters_are_the_models_and_adam_state_is_torchs():
