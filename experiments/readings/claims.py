@@ -37,6 +37,7 @@ SCREEN = EXP / "readings" / "screen"  # issue 28's screen; its gate's choice rep
 GUIDE, READINGS_README, PERFORMANCE = "docs/paper-tables.md", "experiments/readings/README.md", "docs/performance.md"
 LOOKING_INSIDE = "docs/looking-inside.md"
 ATLAS, ATLAS_README = EXP / "atlas" / "core-atlas", "experiments/atlas/README.md"  # issue 29's core grid
+BEYOND = "docs/beyond-the-paper.md"
 BUDGET_README, ANALYSIS_README = "experiments/budget/README.md", "experiments/analysis/README.md"
 SUCCESS = 99.0  # a seed "learns" at >= 99% (interp.inspect.analysis's success threshold)
 READINGS = {"attention-only": "0", "mlp-1x": "d_model", "mlp-4x": "4 d_model", "torch-encoder": "2048"}
@@ -330,17 +331,28 @@ def f14_profile_claim() -> Claim:
                  f"shrink with the batch; 10x needs {q['10x needs, ms per seed-step']} ms", (PERFORMANCE,))
 
 
+def _found(pattern: str, text: str, path: Path) -> re.Match:
+    """``re.search`` that names the file and the pattern when a format changed."""
+    m = re.search(pattern, text)
+    if m is None:
+        raise ValueError(f"{path}: no match for {pattern!r}; was the file's format changed?")
+    return m
+
+
 def levers_claim() -> Claim:
     """The bit-identical levers and the bits-fixed kernels at f14 (``step_levers.py`` -> ``step-levers.md``)."""
     path = EXP / "bench" / "step-levers.md"
-    same = re.search(r"at the end: \*\*(yes|NO)\*\*", path.read_text())[1]
+    text = path.read_text()
+    same = _found(r"at the end: \*\*(yes|NO)\*\*", text, path)[1]
+    load = _found(r"Load average at the start \(1/5/15 min\): ([\d.]+) /", text, path)[1]
     levers, kernels = md_tables(path)
-    full = levers[0]
+    full = next(r for r in levers if r["batch"] == "256")  # the cell's batch (f14's, the paper's)
     fixed = next(r for r in kernels if r["pass"] == "together")
-    return Claim("bench-levers", f"equal bit for bit: {same}; {full['today, ms per seed-step']} vs "
-                 f"{full['both levers']} ms per seed-step at batch {full['batch']}, {full['saved'].split(' ')[1].strip('()')} "
-                 f"saved; the passes whose kernels fix the bits take {fixed['ms per seed-step']} ms per "
-                 "seed-step alone", (PERFORMANCE, "experiments/bench/README.md"))
+    return Claim("bench-levers", f"equal bit for bit: {same}; at batch 256, {full['today, ms per seed-step']} "
+                 f"vs {full['both levers']} ms per seed-step (median and range of the blocks; load {load} at "
+                 f"the start), {full['saved (medians)'].split(' ')[1].strip('()')} saved; the passes whose "
+                 f"kernels fix the bits take {fixed['ms per seed-step']} ms per seed-step alone",
+                 (PERFORMANCE, "experiments/bench/README.md"))
 
 
 def tables_time(folder: Path) -> tuple[dict, re.Match]:
@@ -392,9 +404,12 @@ def compile_claim() -> Claim:
 
 
 def atlas_claims() -> list[Claim]:
-    """The core atlas's counts (``interp atlas`` -> ``core-atlas/atlas.md``): seeds and outcomes,
-    the successful seeds' mechanisms overall and per architecture and layers, the cells where the
+    """The core atlas's counts (``interp atlas`` -> ``core-atlas/atlas.md``, and ``atlas.csv`` for
+    the seeds run below a theorem's line): seeds and outcomes, the successful seeds' mechanisms
+    overall and per case group, layers, architecture and function, the cells where the
     construction is or is not what training finds, the theorems' width lines, and P1-P9."""
+    from interp.inspect.atlas_figures import theory_line  # the lines atlas.md counts against
+
     path = ATLAS / "atlas.md"
     text = path.read_text()
     tables = md_tables(path)
@@ -402,7 +417,7 @@ def atlas_claims() -> list[Claim]:
     lines = next(t for t in tables if t and "theorem" in t[0])
     preds = next(t for t in tables if t and "prediction" in t[0])
     labels = ("construction", "mirror", "inverted", "mlp-lookup", "none", "unmeasured", "other labels")
-    out = [Claim("atlas-seeds", re.search(r"\d+ seeds in \d+ cells: [^.]*\.", text)[0], (ATLAS_README,))]
+    out = [Claim("atlas-seeds", _found(r"\d+ seeds in \d+ cells: [^.]*\.", text, path)[0], (ATLAS_README,))]
 
     def mix(rows) -> str:
         ok = sum(int(r["seeds successful"].split(" of ")[0]) for r in rows)
@@ -412,25 +427,34 @@ def atlas_claims() -> list[Claim]:
         never = sum(int(r["cells with successes, none construction"]) for r in rows)
         won = sum(int(r["cells with a success"]) for r in rows)
         cells = sum(int(r["cells"]) for r in rows)
-        return (f"{ok} of {run} seeds successful ({by or 'no label'}); {won} of {cells} cells with a success, "
-                f"{mostly} of them mostly construction, {never} with none")
+        return (f"{ok} of {run} seeds successful ({by or 'no label'}); {won} of {cells} cells with a success: "
+                f"{mostly} mostly construction, {never} whose successes include no construction")
 
-    out.append(Claim("atlas-all", mix(summary), (ATLAS_README,)))
-    for arch in sorted({r["panel"].split(", ")[2] for r in summary}):
-        for layers in sorted({r["panel"].split(", ")[1] for r in summary}):
+    out.append(Claim("atlas-all", mix(summary), (ATLAS_README, BEYOND)))
+    part = lambda r, i: r["panel"].split(", ")[i]  # noqa: E731 - case, layers, architecture, function
+    for arch in sorted({part(r, 2) for r in summary}):
+        for layers in sorted({part(r, 1) for r in summary}):
             for cases in (("case 1", "case 4"), ("case 2", "case 3"), ("case 5",)):
-                rows = [r for r in summary if r["panel"].split(", ")[2] == arch
-                        and r["panel"].split(", ")[1] == layers and r["panel"].split(", ")[0] in cases]
-                if rows:
-                    key = f"atlas-{'+'.join(c.split()[1] for c in cases)}-{layers.split()[0]}l-{arch}"
-                    out.append(Claim(key, f"{' and '.join(cases)}, {layers}, {arch}: {mix(rows)}", (ATLAS_README,)))
+                for function in ("permutation", "any"):
+                    rows = [r for r in summary if (part(r, 2), part(r, 1), part(r, 3)) == (arch, layers, function)
+                            and part(r, 0) in cases]
+                    if rows:
+                        key = f"atlas-{'+'.join(c.split()[1] for c in cases)}-{layers.split()[0]}l-{arch}-{function}"
+                        pages = (ATLAS_README, BEYOND) if key == "atlas-5-2l-attention-only-permutation" else (ATLAS_README,)
+                        out.append(Claim(key, f"{' and '.join(cases)}, {layers}, {arch}, {function}: {mix(rows)}", pages))
     below = sum(int(r["successful seeds below the line"]) for r in lines)
     above = sum(int(r["at or above"]) for r in lines)
+    run_below = 0
+    for r in read_csv(ATLAS / "atlas.csv"):
+        line = theory_line(int(r["case"]), int(r["n_layers"]), r["architecture"])
+        run_below += line is not None and int(r["d_token"]) < line[1](int(r["n"]))
+    at = sorted({int(r["n"]) for r in lines if int(r["successful seeds below the line"])})
     out.append(Claim("atlas-lines", f"{below} of {below + above} successful seeds in a panel with a theorem's "
-                     f"line lie below it", (ATLAS_README,)))
-    out.append(Claim("atlas-bind", re.search(r"Theorems 3.4 and 3.7 at h = 1[^\n]*", text)[0], (ATLAS_README,)))
+                     f"line lie below it, of {run_below} seeds run below a line"
+                     + (f"; those below are at n = {', '.join(map(str, at))}" if at else ""), (ATLAS_README,)))
+    out.append(Claim("atlas-bind", _found(r"Theorems 3\.4 and 3\.7 at h = 1[^\n]*", text, path)[0], (ATLAS_README,)))
     for r in preds:
-        key = re.search(r"\*\*(P\d+)\*\*", r["prediction"])[1]
+        key = _found(r"\*\*(P\d+)\*\*", r["prediction"], path)[1]
         out.append(Claim(f"atlas-{key}", f"| {r['prediction']} | {r['verdict']} | {r['numbers']} |", (ATLAS_README,)))
     return out
 

@@ -126,3 +126,22 @@ def test_e_qk_diag_follows_the_accuracy_with_one_exception(texts):
     assert texts["e"].startswith("`qk_diag` is within 5 points of the accuracy in 19 of 20 seeds")
     assert "`table1-case3-d4` seed 4 (accuracy 12.9% at `qk_diag` 0.34)" in texts["e"]
     assert quoted(texts["e"], EXP / "analysis" / "README.md")
+
+
+def test_atlas_counts_recounted_from_atlas_csv(texts):
+    """The atlas's seed, outcome and label counts (claims.py parses atlas.md) recounted from the
+    committed atlas.csv, one row per seed, with this file's own code."""
+    rows = list(csv.DictReader((EXP / "atlas" / "core-atlas" / "atlas.csv").read_text().splitlines()))
+    cells = {(r["case"], r["n"], r["d_token"], r["n_layers"], r["architecture"], r["function"]) for r in rows}
+    outcomes = {k: sum(r["outcome"] == k for r in rows) for k in ("success", "partial", "failed")}
+    assert sum(outcomes.values()) == len(rows)
+    assert texts["atlas-seeds"].startswith(
+        f"{len(rows)} seeds in {len(cells)} cells: {outcomes['success']} successful (accuracy >= 99%), "
+        f"{outcomes['partial']} partial, {outcomes['failed']} failed")
+    ok = [r for r in rows if r["outcome"] == "success"]
+    assert all(float(r["accuracy"]) >= 0.99 for r in ok)
+    assert texts["atlas-all"].startswith(f"{len(ok)} of {len(rows)} seeds successful (")
+    for label in ("construction", "mirror", "inverted", "mlp-lookup"):
+        k = sum(r["label"] == label for r in ok)
+        assert (f"{k} {label}" in texts["atlas-all"]) == (k > 0), label
+    assert quoted(texts["atlas-all"], EXP / "atlas" / "README.md")
