@@ -141,6 +141,19 @@ def budget_lines(config: TrainConfig, seeds: int, steps: int) -> list[str]:
     ]
 
 
+def write(lines: list[str], start: float, cpu0: float, out: str | None) -> None:
+    """The Markdown lines, closed by the script's own wall and CPU time and the load at the end,
+    printed and written to ``out`` (when given)."""
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    lines = lines + ["", f"Script: {wall:.0f} s wall, {cpu:.0f} s process CPU; load at the end "
+                         f"{os.getloadavg()[0]:.2f}."]
+    text = "\n".join(lines) + "\n"
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
+    print(text)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20, help="profiled (and timed) steps per engine")
@@ -182,14 +195,7 @@ def main(argv=None) -> int:
                    "", *rows]
         print(summary[-1], flush=True)
     lines += summary + budget_lines(config, args.seeds, args.steps) + tables
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
-    lines += ["", f"Script: {wall:.0f} s wall, {cpu:.0f} s process CPU; load at the end "
-                  f"{os.getloadavg()[0]:.2f}."]
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    print(text)
+    write(lines, start, cpu0, args.out)
     return 0
 
 

@@ -49,7 +49,7 @@ from interp.training.machine import cpu_model, keep_freed_memory  # noqa: E402
 from interp.training.trainer import TrainConfig  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from profile_mlp import CELLS  # noqa: E402  (the cells profiled there)
+from profile_mlp import CELLS, write  # noqa: E402  (the cells profiled there; the file's closing line)
 
 
 class _Alias(torch.autograd.Function):
@@ -255,14 +255,7 @@ def main(argv=None) -> int:
         *kernel_rows,
         f"| together | {fixed:.3f} |",
     ]
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
-    lines += ["", f"Script: {wall:.0f} s wall, {cpu:.0f} s process CPU; load at the end "
-                  f"{os.getloadavg()[0]:.2f}."]
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    print(text)
+    write(lines, start, cpu0, args.out)
     return 0 if same else 1
 
 
