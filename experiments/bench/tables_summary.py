@@ -27,9 +27,9 @@ TABLES = HERE.parent / "readings" / "screen" / READING  # its table1/, table2/ s
 def table_row(path: Path, table: str, tables: Path = TABLES) -> tuple[str, float, bool]:
     """(Markdown row, wall seconds, every declared run stored) for one table's store, against
     the runs the sweep folder ``tables/table`` declares."""
-    import runpy
+    from interp.sweeps.configs_file import MAX_RUNS, read_configs
 
-    declared = {c.name() for c in runpy.run_path(str(tables / table / "configs.py"))["CONFIGS"]}
+    declared = {c.name() for c in read_configs(tables / table / "configs.py", MAX_RUNS)[0]}
     if not path.exists():
         return f"| {table} | 0 / {len(declared)} | - | - | - | - |", 0.0, False
     runs, log = store.read(path), store.read_sweeps(path)

@@ -408,6 +408,7 @@ def atlas_claims() -> list[Claim]:
     the seeds run below a theorem's line): seeds and outcomes, the successful seeds' mechanisms
     overall and per case group, layers, architecture and function, the cells where the
     construction is or is not what training finds, the theorems' width lines, and P1-P9."""
+    from interp.inspect.atlas import SUMMARY_LABELS  # the summary table's label columns
     from interp.inspect.atlas_figures import theory_line  # the lines atlas.md counts against
 
     path = ATLAS / "atlas.md"
@@ -416,7 +417,7 @@ def atlas_claims() -> list[Claim]:
     summary = next(t for t in tables if t and "panel" in t[0] and "cells" in t[0])
     lines = next(t for t in tables if t and "theorem" in t[0])
     preds = next(t for t in tables if t and "prediction" in t[0])
-    labels = ("construction", "mirror", "inverted", "mlp-lookup", "none", "unmeasured", "other labels")
+    labels = (*SUMMARY_LABELS, "other labels")
     out = [Claim("atlas-seeds", _found(r"\d+ seeds in \d+ cells: [^.]*\.", text, path)[0], (ATLAS_README,))]
 
     def mix(rows) -> str:

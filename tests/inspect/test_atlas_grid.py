@@ -40,7 +40,7 @@ def test_the_readme_quotes_the_grids_costs(grid):
     for name, places in (("core", 1), ("full", 0)):
         every = [c for a in grid.ARCHS for c in grid.cells(name, a)]
         cpu = grid.cost(every)[0]
-        hours = f"~{cpu / 1.97 / 60:.{places}f} h"
+        hours = f"~{grid.hours_on_2_cores(cpu):.{places}f} h"
         assert f"{name} grid{' is' if name == 'core' else ''} {5 * len(every):,} runs, {cpu:,.0f} CPU-minutes at most ({hours} on 2 cores)" in text
     assert f"{grid.cost([c for a in grid.ARCHS for c in grid.cells('full', a)])[2]:.1f} GPU-hours" in text
 
