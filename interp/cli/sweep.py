@@ -30,7 +30,7 @@ def add_arguments(p) -> None:
                         "(refused with --address: the cluster's CPUs decide)")
     p.add_argument("--backend", choices=BACKENDS, default="local",
                    help="local: a process pool (default); ray: one Ray task per group of seeds "
-                        "(pip install 'interp[ray]')")
+                        "(pip install 'interp-funceval[ray]')")
     p.add_argument("--address", default=None,
                    help="with --backend ray: the Ray cluster to join (auto, or HOST:PORT of "
                         "the head); default: start a local Ray instance")

@@ -16,7 +16,7 @@ to ``threads``) travel to the workers in the task's ``runtime_env``, and each ta
 the driver's MKL branch before it multiplies (:func:`interp.sweeps.workers.init_worker`), so a worker
 computes the same bits as the local backend on the same kind of CPU.
 
-Ray is an optional extra (``pip install 'interp[ray]'``) and is imported only here, only when
+Ray is an optional extra (``pip install 'interp-funceval[ray]'``) and is imported only here, only when
 the Ray backend runs. Workers on other machines need the same ``interp`` (and torch) installed.
 """
 
@@ -28,7 +28,7 @@ from typing import Callable
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'interp[ray]'"
+INSTALL_HINT = "pip install 'interp-funceval[ray]'"
 
 
 def require_ray():

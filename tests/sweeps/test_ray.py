@@ -90,7 +90,7 @@ def test_backend_ray_without_ray_is_a_clear_cli_error(tmp_path, monkeypatch, cap
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
     assert cli.main(["sweep", str(folder), "--backend", "ray"]) == 2
     err = capsys.readouterr().err
-    assert "--backend ray needs Ray, which is not installed: pip install 'interp[ray]'" in err
+    assert "--backend ray needs Ray, which is not installed: pip install 'interp-funceval[ray]'" in err
     assert "Traceback" not in err and not (folder / "results").exists()
     with pytest.raises(ValueError, match="interp\\[ray\\]"):
         sweeps.run_sweep(sweeps.load(folder), backend="ray")
