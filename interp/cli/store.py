@@ -18,7 +18,9 @@ def add_arguments(p) -> None:
     r = sub.add_parser("rows", help="write DEST: the store's rows without checkpoints (its runs count as trained, "
                        "cannot be loaded); a consistent copy while a sweep writes, e.g. to commit to git")
     r.add_argument("store", help="a results store or its sweep folder")
-    r.add_argument("dest", help="the SQLite file to write (an earlier one is replaced whole)")
+    r.add_argument("dest", help="the SQLite file to write; an existing one is replaced whole only if it is an "
+                   "earlier rows-only copy of the same store (its runs and sweep log a part of STORE's), "
+                   "anything else there is refused and left as it is")
 
 
 def run(args) -> int:

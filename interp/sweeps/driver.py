@@ -247,7 +247,9 @@ def run_sweep(
     its progress file, if one was saved).
     """
     device = _check_run(workers, threads, save_every, backend, address, device)  # before any write
-    store_path = Path(store) if store is not None else sweep.default_store
+    # resolved once, here: a --store given as a symbolic link is its real file, and the lock,
+    # the checkpoints and the progress files are the real folder's, as every reader sees them
+    store_path = store_mod.real_path(store if store is not None else sweep.default_store)
     saves = None if save_every is None or backend != "local" else progress.folder(store_path)
     configs = select(sweep.configs, where)
     start = time.perf_counter()

@@ -29,6 +29,8 @@ from pathlib import Path
 # the files beside the store, re-exported: the driver's lock and the checkpoint folders
 from interp.sweeps.store_files import DriverLock as DriverLock
 from interp.sweeps.store_files import check_header, sqlite_uri
+from interp.sweeps.store_files import real_path as real_path
+from interp.training.files import _create_beside
 from interp.sweeps.store_files import clean_partial as clean_partial
 from interp.sweeps.store_files import place_checkpoint as place_checkpoint
 from interp.sweeps.store_files import replace_folder as replace_folder
@@ -50,7 +52,7 @@ class Store:
     """Read-write access to a store file (the sweep driver's; everyone else uses :func:`read`)."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
+        self.path = real_path(path)  # a link: its real file, whose folder holds the checkpoints
         if self.path.is_dir():
             raise ValueError(f"store path {self.path} is a folder; accepted: an SQLite file path")
         check_header(self.path)
@@ -231,17 +233,28 @@ def copy_rows(src: str | os.PathLike, dest: str | os.PathLike) -> int:
     without the checkpoint folders, where its runs count as trained (``interp sweep`` trains
     none of them again) and cannot be loaded. ``src`` is verified first (an edited row raises
     before a byte is written) and copied with SQLite's backup API (consistent while a sweep
-    writes it); ``dest`` is written through a temporary file and a rename, so an interrupted
-    copy leaves an earlier ``dest`` whole. Returns the number of runs."""
-    src, dest = Path(src), Path(dest)
+    writes it); ``dest`` is written through a new temporary file beside it and a rename, so an
+    interrupted copy leaves an earlier ``dest`` whole. Both paths are resolved first (a link is
+    followed to its file). An existing ``dest`` is replaced only if it is an earlier rows-only
+    copy of ``src`` (:func:`earlier_copy_problem`); anything else there (another store, a
+    user's file, another program's SQLite file) is refused, untouched. Returns the number of
+    runs."""
+    src, dest = real_path(src, "store"), real_path(dest, "dest")
     if dest.is_dir():
         raise ValueError(f"dest {dest} is a folder; accepted: an SQLite file path")
-    if dest.exists() and dest.resolve() == src.resolve():
+    if dest.exists() and dest == src:
         raise ValueError(f"dest {dest} is the store itself; accepted: another path")
     verify(src)
-    tmp = dest.with_name(dest.name + ".tmp")
-    tmp.unlink(missing_ok=True)
+    if dest.exists() or dest.is_symlink():
+        why = earlier_copy_problem(src, dest)
+        if why is not None:
+            raise ValueError(f"dest {dest} exists and is not an earlier `interp store rows` copy of "
+                             f"{src} ({why}); it is left as it is: move it away or pass another dest")
+    fd, tmp_name = _create_beside(dest)
+    os.close(fd)
+    tmp = Path(tmp_name)
     try:
+        tmp.unlink()  # SQLite's backup writes a fresh file there; the name was reserved above
         with closing(sqlite3.connect(sqlite_uri(src, "ro"), uri=True)) as a, closing(sqlite3.connect(tmp)) as b:
             a.backup(b)
         with Store(tmp) as db:
@@ -251,3 +264,49 @@ def copy_rows(src: str | os.PathLike, dest: str | os.PathLike) -> int:
     finally:
         tmp.unlink(missing_ok=True)
     return runs
+
+
+def earlier_copy_problem(src: str | os.PathLike, dest: str | os.PathLike) -> str | None:
+    """Why the existing file ``dest`` may not be replaced by a rows-only copy of the store
+    ``src`` (None: it may). The rule ("an earlier rows-only copy of the same store"), from what
+    both stores record:
+
+    * ``dest`` is a results store (recognised, :func:`identify`; a user's file or another
+      program's SQLite file is not) whose rows verify;
+    * it holds no checkpoint: every row's ``checkpoint`` and ``checksums`` are NULL (what
+      :func:`copy_rows` writes; a live store, with its checkpoints beside it, is never replaced);
+    * its runs are a subset of ``src``'s run names, each with the same ``sweep`` name (a store
+      only gains runs; a run of another sweep or another store's run is not ``src``'s);
+    * its sweeps log is a prefix of ``src``'s: every ``(id, sweep, started_at)`` it holds is in
+      ``src``'s log (the log is append-only, and two stores' invocations never start at the
+      same second with the same id by chance: another store of the same sweep folder differs).
+    """
+    src, dest = Path(src), Path(dest)
+    if dest.is_symlink() or not dest.is_file():
+        return "not a plain file"
+    try:
+        check_header(dest)
+        kind = identify(dest)
+        if kind is None:
+            return "a write left unfinished there"
+        verify(dest)
+        with closing(sqlite3.connect(sqlite_uri(dest, "ro"), uri=True)) as d, \
+                closing(sqlite3.connect(sqlite_uri(src, "ro"), uri=True)) as s:
+            if kind == "new":  # an SQLite file without tables: an empty store, nothing to lose
+                return None
+            kept = d.execute("SELECT count(*) FROM runs WHERE checkpoint IS NOT NULL OR checksums IS NOT NULL")
+            if kept.fetchone()[0]:
+                return "a store with checkpoints, not a rows-only copy"
+            ours = dict(s.execute("SELECT name, sweep FROM runs"))
+            for name, sweep in d.execute("SELECT name, sweep FROM runs ORDER BY rowid"):
+                if ours.get(name, None) != sweep:
+                    return f"its run {name} of sweep {sweep!r} is not a run of that store"
+            log = set(s.execute("SELECT id, sweep, started_at FROM sweeps"))
+            for row in d.execute("SELECT id, sweep, started_at FROM sweeps ORDER BY id"):
+                if tuple(row) not in log:
+                    return f"its sweep log row {row[0]} ({row[1]!r} started {row[2]}) is not in that store's log"
+    except (ValueError, sqlite3.Error) as e:
+        text = str(e)
+        return text.replace(str(dest), "it") if isinstance(e, ValueError) else f"unreadable: {text}"
+    return None
+

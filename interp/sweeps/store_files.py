@@ -43,6 +43,24 @@ def sqlite_uri(path: str | os.PathLike, mode: str, *, immutable: bool = False) -
     return f"file:{quote(os.fsencode(os.path.abspath(path)))}?mode={mode}" + "&immutable=1" * immutable
 
 
+def real_path(path: str | os.PathLike, what: str = "store") -> Path:
+    """``path`` absolute with every symbolic link followed, once, where a command starts: the one
+    rule by which the sweep driver (its lock on the folder, the store, its checkpoints and
+    progress files) and every reader name a store given through a link: its real file, in its
+    real folder. A path that does not exist yet has its existing part resolved (a dangling link
+    is followed to the file it names). A loop of links is a ValueError naming ``path``."""
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise ValueError(f"{what} {path}: its symbolic links cannot be followed ({e.strerror or e})") from None
+    real = Path(os.path.realpath(path, strict=False))
+    if real.is_symlink():  # a loop realpath gave up on
+        raise ValueError(f"{what} {path}: its symbolic links cannot be followed (a loop of links)")
+    return real
+
+
 def sqlite_quiet(path: Path) -> bool:
     """Whether no SQLite file lies beside ``path`` (no ``-journal``, no ``-wal``): no writer is
     mid-transaction and nothing waits to be rolled back or checkpointed, so the file alone says
@@ -86,7 +104,7 @@ class DriverLock:
     holder's pid."""
 
     def __init__(self, store_path: str | os.PathLike):
-        self.store = Path(store_path)
+        self.store = real_path(store_path)  # a link: the lock is on its real folder
         self.path = Path(str(store_path) + ".lock")  # the pid file
         self._fd: int | None = None  # the folder's, holding the flock
         self._written: tuple[int, int] | None = None  # (device, inode) of the pid file we wrote
