@@ -8,7 +8,8 @@
   ``HookedTransformer`` built from it (``build_model``, ``from_spec``; ``model.spec``); its
   parts: :mod:`~interp.core.pairs` (the pair embedding of cases 2-3), :mod:`~interp.core.inits`
   (the initialisation families), :mod:`~interp.core.residual` (residual="embed" as hooks),
-  :mod:`~interp.core.embed_scale` (embed_scale="sqrt_d_model" as a hook);
+  :mod:`~interp.core.embed_scale` (embed_scale="sqrt_d_model" as a hook),
+  :mod:`~interp.core.cache` (its class: TransformerLens's residual decompositions right on every spec);
   :mod:`~interp.core.roundtrip` takes a model's weights out to a plain ``HookedTransformer``
   and back (``to_vanilla``, ``from_state_dict``, with what a state dict does not hold).
 * :mod:`~interp.core.tokens` - the task tokenizer (``to_str_tokens``) and the input check that

@@ -30,6 +30,7 @@ from dataclasses import KW_ONLY, dataclass
 import torch
 
 from interp.core import embed_scale, residual, tasks
+from interp.core.cache import TaskTransformer
 from interp.core.pairs import (  # noqa: F401 - re-exported: models.pair_tables etc.
     PairEmbedding, ReadOnlyWeightError, has_pair_embedding, pair_tables, tie_pair_embedding,
 )
@@ -200,10 +201,12 @@ def make_config(
 def new_model(cfg: HookedTransformerConfig, case: int | None) -> HookedTransformer:
     """A HookedTransformer for cfg (TransformerLens's own initialisation) that carries its task
     (``model.task = tasks.get(case)``, checked against cfg; None: unknown), with the task
-    tokenizer, the input check and the task loss of :mod:`interp.core.tokens` attached."""
+    tokenizer, the input check and the task loss of :mod:`interp.core.tokens` attached. Its class
+    is :class:`interp.core.cache.TaskTransformer`: TransformerLens's, with caches whose residual
+    decompositions hold on every spec (residual="embed" included)."""
     from interp.core import tokens
 
-    model = _quiet(HookedTransformer, cfg, move_to_device=False)
+    model = _quiet(TaskTransformer, cfg, move_to_device=False)
     return tokens.attach_task(tokens.attach_input_check(model), case)
 
 
