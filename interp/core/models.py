@@ -1,7 +1,7 @@
 """HookedTransformer models for the five presentations (the paper's Section 4 architecture).
 
-Every model here, trained or analytic, is a plain ``transformer_lens.HookedTransformer``:
-one head per layer, bidirectional (no mask), no LayerNorm, residual stream on, ``d_head =
+Every model here, trained or analytic, is a ``transformer_lens.HookedTransformer`` (of the
+subclass :class:`interp.core.cache.TaskTransformer`, whose caches decompose right): one head per layer, bidirectional (no mask), no LayerNorm, residual stream on, ``d_head =
 d_model`` unless a construction asks for the paper's smaller d_hid. By default attention-only
 (no MLP); ``d_mlp > 0`` gives every block (``mlp="last"``: the last only) a ReLU MLP of that
 width after its attention (the paper's Section 2 "k-layer transformer": k attention layers,
