@@ -29,6 +29,9 @@ def run(args) -> int:
 
     path = find_store(args.store)
     if args.action == "rows":
+        from interp.training.files import check_name_length
+
+        check_name_length(store.real_path(args.dest, "dest"), "dest", sqlite_file="")
         runs = store.copy_rows(path, args.dest)
         print(f"{args.dest}: {runs} run(s) of {path}, without checkpoints")
         return 0

@@ -154,6 +154,10 @@ def run(args) -> int:
     sweep = load(args.dir, timeout=args.load_timeout)
     where = parse_where(args.where)
     store_path = store_of(args, sweep)
+    from interp.sweeps.store import real_path
+    from interp.training.files import check_name_length
+
+    check_name_length(real_path(store_path), "--store" if args.store else "store", sqlite_file="")
     configs = select(sweep.configs, where)
     if not configs:
         raise ValueError(f"--where {args.where} matches none of the {len(sweep.configs)} configs")

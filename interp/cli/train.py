@@ -14,7 +14,9 @@ renamed into place):
   (``interp explore DIR``, ``interp curves DIR``, :func:`interp.read_runs`).
 
 Ctrl-C (or SIGTERM) while training writes nothing. An existing ``DIR`` that is not empty is
-refused unless ``--force``, which replaces only a checkpoint folder (an earlier run's).
+refused unless ``--force``, which replaces only a folder holding exactly an earlier run's files
+(anything else there is named and kept); a ``DIR`` inside a results store's folder (a sweep's
+``results/checkpoints/<run>``) is refused, ``--force`` or not.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 #: TrainConfig's defaults (all but init, which the tables set to "pytorch")
 DEFAULTS = dict(n_layers=1, pos_embed="learned", d_mlp=0, seed=0, max_steps=10_000, lr=1e-3,
                 batch_size=256, stop_loss=0.01, init="pytorch", function="permutation")
-#: what ``--force`` may replace: a folder holding a checkpoint (an earlier ``interp train``)
+#: what ``--force`` may replace: a folder holding these and STORE only (an earlier ``interp train``)
 RUN_FILES = ("model.safetensors", "config.json")
 STORE = "store.sqlite"
 
@@ -54,13 +56,23 @@ def add_arguments(p) -> None:
     p.add_argument("--engine", default="fast", help="fast (default) or reference (the plain TransformerLens loop)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     p.add_argument("--out", required=True, help="output folder (created; refused if not empty, unless --force)")
-    p.add_argument("--force", action="store_true", help="replace --out if it holds an earlier run")
+    p.add_argument("--force", action="store_true",
+                   help="replace --out if it holds exactly an earlier run's files (model.safetensors, config.json, "
+                        "store.sqlite; anything else is named and refused); never a folder inside a results "
+                        "store's folder, such as a sweep's checkpoints")
     p.add_argument("--json", action="store_true", help="no bar; print the run's metrics as JSON")
 
 
 def check_out(out: Path, force: bool) -> None:
-    """Refuse an ``--out`` that is a file or a link, or a folder that is not empty (unless
-    ``force`` and it holds a checkpoint), before any training."""
+    """Refuse, before any training: an ``--out`` that is a file or a link; one inside the folder
+    of a results store (a sweep's ``results/checkpoints/<run>``, or any folder below a store
+    file: its checkpoints are the store's, and a model written there would be measured as the
+    stored run); a name too long for this file system once the temporary names are added
+    (:func:`interp.training.files.check_name_length`); a folder that is not empty, unless
+    ``force`` and it holds exactly an earlier run's files (:func:`foreign_files`)."""
+    from interp.training.files import check_name_length
+
+    check_name_length(out, "--out", sqlite_file="/" + STORE)  # first: a name too long fails every call
     here = Path.cwd().resolve()
     if out.resolve() == here or out.resolve() in here.parents:
         raise ValueError(f"--out {out} is the current folder or holds it; accepted: a new or "
@@ -68,14 +80,79 @@ def check_out(out: Path, force: bool) -> None:
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise ValueError(f"--out {out} is {'a link' if out.is_symlink() else 'a file'}; "
                          "accepted: a new or empty folder")
+    holder = store_above(out)
+    if holder is not None:
+        raise ValueError(f"--out {out} is inside the folder of the results store {holder} (a sweep's "
+                         "checkpoints are its store's, never replaced by interp train); accepted: a "
+                         "folder outside it")
     if not out.is_dir() or not any(out.iterdir()):
         return
     if not force:
         raise ValueError(f"--out {out} exists and is not empty; pass --force to replace it, "
                          "or choose another --out")
-    if not all((out / f).is_file() for f in RUN_FILES):
-        raise ValueError(f"--out {out} is not a run folder (no {' and '.join(RUN_FILES)}); "
-                         "--force replaces only an earlier run's folder")
+    foreign = foreign_files(out)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise ValueError(f"--out {out} is not only an earlier run's files ({shown}); --force replaces "
+                         f"only a folder holding exactly {', '.join(RUN_FILES)} and {STORE}")
+
+
+def foreign_files(out: Path) -> list[str]:
+    """What in the folder ``out`` is not an earlier ``interp train`` run's: every name but
+    ``model.safetensors``, ``config.json`` (an interp checkpoint's, by its format tag) and
+    ``store.sqlite`` (a results store), sorted; a missing checkpoint file is named too. Empty: the
+    folder holds exactly a run's files, and ``--force`` may replace it whole."""
+    from interp.sweeps.store_files import check_header
+    from interp.sweeps.store_schema import identify
+    from interp.training.checkpoints import read_meta
+
+    names = sorted(p.name for p in out.iterdir())
+    foreign = [n + ("/" if (out / n).is_dir() else "") for n in names if n not in (*RUN_FILES, STORE)]
+    foreign += [f"no {f}" for f in RUN_FILES if f not in names]
+    if not foreign:
+        try:
+            read_meta(out)
+        except ValueError:
+            foreign.append(f"{RUN_FILES[1]} (not an interp checkpoint's)")
+    if STORE in names:
+        try:
+            if (out / STORE).is_symlink() or not (out / STORE).is_file():
+                raise ValueError("not a plain file")
+            check_header(out / STORE)
+            if identify(out / STORE) not in ("ours", "older"):
+                raise ValueError("not a results store")
+        except ValueError:
+            foreign.append(f"{STORE} (not a results store)")
+    return foreign
+
+
+def store_above(out: Path) -> Path | None:
+    """A results store file in a folder that holds ``out`` (its parent, or one further up), or
+    None: a store's folder holds its ``checkpoints/`` and ``progress/``. A store is recognised
+    by SQLite's header and interp's application id (``PRAGMA application_id``), or, for a store
+    older than the id, by the name ``store.sqlite`` with SQLite's header."""
+    import os
+
+    from interp.sweeps.store_files import SQLITE_HEADER
+    from interp.sweeps.store_schema import APPLICATION_ID
+
+    for folder in Path(os.path.realpath(out)).parents:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if not entry.is_file():
+                    continue
+                with open(entry.path, "rb") as f:
+                    head = f.read(72)
+            except OSError:
+                continue
+            if head[:16] == SQLITE_HEADER and (int.from_bytes(head[68:72], "big") == APPLICATION_ID
+                                               or entry.name == STORE):
+                return Path(entry.path)
+    return None
 
 
 def config_from_args(args):

@@ -133,7 +133,7 @@ class Store:
     def put(self, record: RunRecord, checkpoint: Path | None = None,
             checksums: dict[str, str] | None = None) -> None:
         """Insert (or replace) one run's row in a single transaction."""
-        rel = None if checkpoint is None else os.path.relpath(checkpoint, self.root)
+        rel = None if checkpoint is None else os.path.relpath(os.path.realpath(checkpoint), self.root)
         row = (
             record.name, record.sweep, json.dumps(record.config, sort_keys=True), record.seed,
             record.status, record.accuracy, record.steps, record.final_loss, record.seconds,

@@ -53,6 +53,61 @@ def problem(path, e: OSError) -> str:
     return f"{path}: {cause}"
 
 
+#: bytes the temporary names made from a name add to it at most: ``.{name}.{12 hex}.tmp``
+#: (:func:`write_file`, ``interp store rows``), ``.{name}.tmp-{8 hex}`` and ``.{name}.old-{8 hex}``
+#: (folders placed whole: a checkpoint, an ``interp train`` folder)
+NAME_EXTRA = 18
+#: room kept below a folder a command is given, for what it writes inside
+#: (``checkpoints/.{run}.tmp-{8 hex}/model.safetensors``, ``progress/...``: under 64 bytes)
+INSIDE = 64
+#: the longest path SQLite opens here, its ``-journal`` beside it included (the unix VFS's
+#: 512 bytes less ``-journal`` and the final NUL)
+SQLITE_PATH_MAX = 503
+
+
+def check_name_length(path, what: str = "--out", *, sqlite_file: str | None = None) -> None:
+    """Refuse, before any work, a ``path`` the file system (or SQLite) cannot hold once the
+    command's own names are added: a name (path component) over the file system's limit
+    (``PC_NAME_MAX``, 255 bytes on most), a last name over it once a temporary name is made from
+    it (:data:`NAME_EXTRA`), a whole path over ``PC_PATH_MAX`` with room for what is written
+    inside (:data:`INSIDE`), and, where the command writes an SQLite file at ``path`` +
+    ``sqlite_file`` (``""``: ``path`` is the store; ``"/store.sqlite"``: a store inside the
+    folder), over :data:`SQLITE_PATH_MAX` once a temporary name is made from it. A ValueError of
+    one line names ``path``, its length and the limit."""
+    raw = os.fsencode(os.path.abspath(path))
+    probe = Path(os.path.abspath(path))
+    while not os.path.exists(probe) and probe != probe.parent:  # os.path: a name too long is False
+        probe = probe.parent
+    name_max, path_max = (_pathconf(probe, key, default) for key, default in
+                          (("PC_NAME_MAX", 255), ("PC_PATH_MAX", 4096)))
+    for part in raw.split(b"/"):
+        if len(part) > name_max:
+            raise ValueError(f"{what} {path}: a name in it is {len(part)} bytes, over this file system's "
+                             f"{name_max}; accepted: at most {name_max - NAME_EXTRA} bytes a name")
+    last = len(os.fsencode(Path(path).name))
+    if last + NAME_EXTRA > name_max:
+        raise ValueError(f"{what} {path}: its last name is {last} bytes; the temporary names made from it "
+                         f"add {NAME_EXTRA}, over this file system's {name_max}; accepted: at most "
+                         f"{name_max - NAME_EXTRA} bytes")
+    if len(raw) + NAME_EXTRA + INSIDE > path_max:
+        raise ValueError(f"{what} {path}: the path is {len(raw)} bytes; with the names written in it, "
+                         f"over this system's {path_max}; accepted: at most {path_max - NAME_EXTRA - INSIDE} bytes")
+    if sqlite_file is not None:
+        need = len(raw) + NAME_EXTRA + len(os.fsencode(sqlite_file))
+        if need > SQLITE_PATH_MAX:
+            room = SQLITE_PATH_MAX - NAME_EXTRA - len(os.fsencode(sqlite_file))
+            raise ValueError(f"{what} {path}: the path is {len(raw)} bytes; SQLite opens a store's path of "
+                             f"at most {SQLITE_PATH_MAX} bytes, its temporary names included; accepted: "
+                             f"at most {room} bytes (absolute)")
+
+
+def _pathconf(path: Path, key: str, default: int) -> int:
+    try:
+        return int(os.pathconf(path, key))
+    except (OSError, ValueError, AttributeError):
+        return default
+
+
 def write_file(path, data: bytes | str, *, encoding: str = "utf-8") -> Path:
     """Put ``data`` at ``path`` whole, or leave ``path`` as it was (see the module docstring).
 

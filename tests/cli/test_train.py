@@ -166,7 +166,7 @@ def test_out_refused_before_training_unless_force_on_an_earlier_run(tmp_path, ca
     monkeypatch.chdir(tmp_path / "here")  # empty: "." is refused as the current folder only
     for args, says in (
         (["--out", str(busy)], f"--out {busy} exists and is not empty; pass --force"),
-        (["--out", str(busy), "--force"], f"--out {busy} is not a run folder"),
+        (["--out", str(busy), "--force"], f"--out {busy} is not only an earlier run's files (notes.txt"),
         (["--out", str(tmp_path / "file")], f"--out {tmp_path / 'file'} is a file"),
         (["--out", "."], "--out . is the current folder or holds it"),
         (["--out", ".."], "--out .. is the current folder or holds it"),

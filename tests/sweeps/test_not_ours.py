@@ -108,3 +108,17 @@ def test_a_store_given_through_a_symlink_is_its_real_file_for_driver_and_readers
     with store.DriverLock(real):
         with pytest.raises(ValueError, match="another driver"):
             sweeps.run_sweep(sweeps.load(folder), store=link)
+
+
+def test_an_overlong_store_or_dest_is_refused_before_any_work(two_sweeps, tmp_path, capsys):
+    """A store path SQLite could not open (over 503 bytes with its journal) or a name over the
+    file system's limit: one line naming it, before anything is written or trained."""
+    root, a, _ = two_sweeps
+    deep = tmp_path / ("d" * 200) / ("e" * 200) / ("f" * 100) / "store.sqlite"
+    for path in (deep, tmp_path / ("s" * 250)):
+        code, err = _rows([a, path], capsys)
+        assert code == 2 and len(err) == 1 and f"dest {path}: " in err[0] and "accepted: at most" in err[0], err
+        assert cli.main(["sweep", str(a.parent.parent), "--store", str(path)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--store {path}: " in err[0], err
+    assert not (tmp_path / ("d" * 200)).exists()
