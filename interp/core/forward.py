@@ -10,7 +10,7 @@ layers (case 5's first layer) run at every position. Every evaluation in the pac
 The arithmetic mirrors TransformerLens op for op (``F.linear`` projections as
 ``simple_attn_linear``, ``q @ k / attn_scale`` after the same rearranges, the pattern of
 :func:`interp.core.attention.pattern_from_scores` with the layer's mode and tie tolerance, the
-fused ``batch_addmm`` of the MLP, ``resid + attn_out``), so logits agree with
+fused ``batch_addmm`` of the MLP (TransformerLens's own, imported), ``resid + attn_out``), so logits agree with
 ``model(tokens)[:, -1]`` to float rounding and predictions agree wherever hard-attention ties
 are within the tie tolerance (``tests/core/test_forward.py``, ``tests/core/test_exact.py``).
 
@@ -31,6 +31,7 @@ Axes follow TransformerLens: ``batch pos d_model``, ``head_index d_head``, ``que
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable
 
 import einops
@@ -41,14 +42,9 @@ from torch import Tensor
 
 from interp.core import attention, embed_scale, models
 
-
-
-def batch_addmm(bias: Tensor, weight: Tensor, x: Tensor) -> Tensor:
-    """``x @ weight + bias`` as one ``torch.addmm`` over the flattened batch: TransformerLens's
-    ``utilities.addmm.batch_addmm`` (its MLP), written here so this module loads without it."""
-    out = torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight)
-    return out.view(*x.shape[:-1], weight.shape[-1])
-
+with warnings.catch_warnings():  # TransformerLens's MLP product, so MLP outputs match its bits
+    warnings.filterwarnings("ignore", message=".*HookedTransformer is deprecated.*")
+    from transformer_lens.utilities.addmm import batch_addmm
 
 Transform = Callable[[str, Tensor], Tensor]
 

@@ -175,14 +175,18 @@ def value_embeddings(model, *, case: int | None = None, n: int | None = None) ->
 @tasks.reads_task
 def ov_matrix(model, *, case: int | None = None, n: int | None = None, layer: int = -1,
               head: int = 0) -> CircuitMatrix:
-    """``OV[v, u] = E_v W_V W_O W_U``: the logits a fully attended value token v writes."""
+    """``OV[v, u] = E_v W_V W_O W_U``: the logits a fully attended value token v writes.
+
+    TransformerLens's ``(E @ model.OV[layer, head] @ model.W_U).AB`` (a FactoredMatrix),
+    taken in float64 and returned in float32."""
+    from transformer_lens import FactoredMatrix
+
     task, n = hooks.check_model(model, case=case, n=n)
     layer = _layer(model, layer)
     E = value_embeddings(model, case=task.case, n=n).double()
-    W_V = model.W_V[layer, head].detach().double()
-    W_O = model.W_O[layer, head].detach().double()
-    W_U = model.W_U.detach().double()
-    return CircuitMatrix("OV", (E @ W_V @ W_O @ W_U).float())
+    OV = model.OV[layer, head]
+    OV = FactoredMatrix(OV.A.detach().double(), OV.B.detach().double())
+    return CircuitMatrix("OV", (E @ OV @ model.W_U.detach().double()).AB.float())
 
 
 def _positional_task(model, case, n) -> tuple[tasks.Task, int]:

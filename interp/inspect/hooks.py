@@ -169,9 +169,9 @@ def attention_patterns(
 
 
 def patterns_from_cache(cache, n_layers: int, head: int = 0) -> Float[Tensor, "layer batch query_pos key_pos"]:
-    """The stacked ``blocks.L.attn.hook_pattern`` of one head from an ActivationCache."""
-    return torch.stack([cache[f"blocks.{layer}.attn.hook_pattern"][:, head].float()
-                        for layer in range(n_layers)])
+    """One head's ``blocks.L.attn.hook_pattern`` of layers 0..n_layers-1 from an ActivationCache:
+    TransformerLens's ``cache.stack_activation("pattern", n_layers)[:, :, head]``, in float32."""
+    return cache.stack_activation("pattern", n_layers)[:, :, head].float()
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,22 @@
-"""Interventions that return data: activation patching, ablation, direct logit attribution,
+"""Interventions that return data: activation patching, ablation, slot logit attribution,
 logit lens, path patching and attribution patching, on any model of the toolkit, through
 TransformerLens hooks.
 
-One patching engine, in TransformerLens's style (``transformer_lens.patching``: one generic
-patch and one-line ``partial`` specialisations): :func:`patch` runs the model with the
-activations at some hook points overwritten from source tensors, where a *setter* says
-(:func:`pos_setter`, :func:`pos_head_setter`, :func:`mask_setter`); :data:`patch_positions`,
-:data:`patch_head` and :data:`patch_mask` are the engine with one setter each. Ablation, path
-patching and :func:`patch_attended` are built on them.
+One patching engine, in TransformerLens's convention (``transformer_lens.patching``: one generic
+patch and one-line ``partial`` specialisations): :func:`patch` runs ``corrupted_tokens`` with the
+activations at some hook points overwritten from ``clean_activations`` where a *setter* says;
+setters take TransformerLens's ``(corrupted_activation, index, clean_activation)`` and return the
+patched activation (:func:`pos_setter`, :func:`pos_head_setter`, :func:`mask_setter`);
+:data:`patch_positions`, :data:`patch_head` and :data:`patch_mask` are the engine with one setter
+each. As with TransformerLens's ``generic_activation_patch``, the run input is the one patched
+*into* (denoising); noising, as :func:`patch_attended` does, passes a clean input and corrupted
+activations. Ablation, path patching and :func:`patch_attended` are built on them.
+
+Where TransformerLens has the operation, call it: ``transformer_lens.tools.analysis.
+direct_logit_attribution`` or ``cache.decompose_resid`` + ``cache.logit_attrs`` for direct logit
+attribution (right on every interp model: :mod:`interp.core.cache`); :func:`logit_lens` is
+``cache.accumulated_resid`` then ``model.unembed``. :func:`slot_logit_attribution` is interp's
+own (per source position through the last layer's final query), under a name TL does not use.
 
 Every function reads the model only at the final position (where the task's answer is read)
 and returns tensors or fractions, never prints. The answer of an input is f(i*), taken from the
@@ -45,60 +54,60 @@ from interp.inspect import hooks
 
 # ----------------------------------------------------------------------------- the engine
 
-#: ``setter(activation, source, index) -> activation``: writes ``source`` into the (cloned)
-#: activation where ``index`` says
-Setter = Callable[[Tensor, Tensor, Any], Tensor]
+#: ``setter(corrupted_activation, index, clean_activation) -> activation``: TransformerLens's
+#: patch setter; writes the clean activation into the (cloned) corrupted one where ``index`` says
+Setter = Callable[[Tensor, Any, Tensor], Tensor]
 
 
 def patch(
-    model, tokens: Int[Tensor, "batch pos"], sources: dict[str, Tensor], index=None, *,
+    model, corrupted_tokens: Int[Tensor, "batch pos"], clean_activations: dict[str, Tensor], index=None, *,
     setter: Setter,
 ) -> Float[Tensor, "batch d_vocab_out"]:
-    """Final-position logits of ``tokens`` with the activation at each hook point named in
-    ``sources`` overwritten by ``setter(activation, sources[name], index)``; temporary hooks
-    (TransformerLens removes them on exit), no gradients. A source has the activation's shape;
-    :func:`pos_setter` and :func:`pos_head_setter` also take a batch axis of 1 (the same values
-    for every input)."""
-    missing = [name for name in sources if name not in model.hook_dict]
-    if missing or not sources:
-        raise ValueError(f"sources names {missing or 'no hook'}; accepted: hook points of this "
+    """Final-position logits of ``corrupted_tokens`` with the activation at each hook point named
+    in ``clean_activations`` replaced by ``setter(activation, index, clean_activations[name])``;
+    temporary hooks (TransformerLens removes them on exit), no gradients. A clean activation has
+    the activation's shape; :func:`pos_setter` and :func:`pos_head_setter` also take a batch axis
+    of 1 (the same values for every input)."""
+    missing = [name for name in clean_activations if name not in model.hook_dict]
+    if missing or not clean_activations:
+        raise ValueError(f"clean_activations names {missing or 'no hook'}; accepted: hook points of this "
                          f"model, e.g. {list(model.hook_dict)[:3]}")
 
     def hook(act, hook):
-        return setter(act.clone(), sources[hook.name].to(act), index)
+        return setter(act.clone(), index, clean_activations[hook.name].to(act))
 
     with torch.no_grad():
-        return model.run_with_hooks(tokens, fwd_hooks=[(name, hook) for name in sources])[:, -1]
+        return model.run_with_hooks(corrupted_tokens, fwd_hooks=[(name, hook) for name in clean_activations])[:, -1]
 
 
-def pos_setter(act: Tensor, source: Tensor, pos) -> Tensor:
+def pos_setter(corrupted_activation: Tensor, pos, clean_activation: Tensor) -> Tensor:
     """``index`` = positions (an int, a list or a slice): every input, everything at them."""
-    act[:, pos] = source[:, pos]
-    return act
+    corrupted_activation[:, pos] = clean_activation[:, pos]
+    return corrupted_activation
 
 
-def pos_head_setter(act: Tensor, source: Tensor, index) -> Tensor:
+def pos_head_setter(corrupted_activation: Tensor, index, clean_activation: Tensor) -> Tensor:
     """``index`` = ``(positions, head)`` of a ``[batch, pos, head_index, d_head]`` activation."""
     pos, head = index
-    act[:, pos, head] = source[:, pos, head]
-    return act
+    corrupted_activation[:, pos, head] = clean_activation[:, pos, head]
+    return corrupted_activation
 
 
-def mask_setter(act: Tensor, source: Tensor, mask: Bool[Tensor, "batch pos"]) -> Tensor:
+def mask_setter(corrupted_activation: Tensor, mask: Bool[Tensor, "batch pos"], clean_activation: Tensor) -> Tensor:
     """``index`` = a ``[batch, pos]`` bool mask: each input at its own positions."""
-    act[mask] = source[mask]
-    return act
+    corrupted_activation[mask] = clean_activation[mask]
+    return corrupted_activation
 
 
 patch_positions = partial(patch, setter=pos_setter)
-patch_positions.__doc__ = """``patch(model, tokens, sources, positions)``: every input at the
-same positions (:func:`pos_setter`)."""
+patch_positions.__doc__ = """``patch(model, corrupted_tokens, clean_activations, positions)``:
+every input at the same positions (:func:`pos_setter`)."""
 patch_head = partial(patch, setter=pos_head_setter)
-patch_head.__doc__ = """``patch(model, tokens, sources, (positions, head))``: one head's
-``[batch, pos, head_index, d_head]`` activation at some positions (:func:`pos_head_setter`)."""
+patch_head.__doc__ = """``patch(model, corrupted_tokens, clean_activations, (positions, head))``:
+one head's ``[batch, pos, head_index, d_head]`` activation at some positions (:func:`pos_head_setter`)."""
 patch_mask = partial(patch, setter=mask_setter)
-patch_mask.__doc__ = """``patch(model, tokens, sources, mask)``: each input at the positions of
-its row of a ``[batch, pos]`` bool mask (:func:`mask_setter`)."""
+patch_mask.__doc__ = """``patch(model, corrupted_tokens, clean_activations, mask)``: each input at
+the positions of its row of a ``[batch, pos]`` bool mask (:func:`mask_setter`)."""
 
 
 # ----------------------------------------------------------------------------- interventions
@@ -128,16 +137,18 @@ def ablate(
 
 
 @tasks.reads_task
-def direct_logit_attribution(model, tokens: Int[Tensor, "batch pos"], *, case: int | None = None,
-                             n: int | None = None) -> dict[str, Tensor]:
-    """How each source position writes the answer's logit at the final position, through the
+def slot_logit_attribution(model, tokens: Int[Tensor, "batch pos"], *, case: int | None = None,
+                           n: int | None = None) -> dict[str, Tensor]:
+    """Interp's own attribution (not TransformerLens's ``direct_logit_attribution``, which
+    decomposes by component: use it, or ``cache.decompose_resid`` + ``cache.logit_attrs``, for
+    that). How each source position writes the answer's logit at the final position, through the
     last attention layer, for attention-only models: ``per_position[b, p]`` = the last layer's
     pattern (final query -> p) times ``v_p W_O W_U[:, f(i*)]``, summed over heads; ``residual``
     = the final position's residual before that layer, ``bias`` = ``b_O W_U + b_U`` at the
     answer. The three add up to the answer's logit (``total``)."""
     task, n = hooks.check_model(model, case=case, n=n)
     if not model.cfg.attn_only:
-        raise ValueError("direct logit attribution here needs an attention-only model: an MLP after "
+        raise ValueError("slot_logit_attribution needs an attention-only model: an MLP after "
                          "the last attention layer is not linear in the positions")
     last = model.cfg.n_layers - 1
     names = {f"blocks.{last}.attn.hook_pattern", f"blocks.{last}.attn.hook_v", f"blocks.{last}.hook_resid_pre"}
@@ -159,12 +170,11 @@ def direct_logit_attribution(model, tokens: Int[Tensor, "batch pos"], *, case: i
 
 def logit_lens(model, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "layer batch d_vocab_out"]:
     """The final position's residual stream unembedded before every layer and after the last
-    (``[n_layers + 1, batch, d_vocab_out]``; the last entry is the model's logits)."""
-    names = [f"blocks.{layer}.hook_resid_pre" for layer in range(model.cfg.n_layers)]
-    names.append(f"blocks.{model.cfg.n_layers - 1}.hook_resid_post")
+    (``[n_layers + 1, batch, d_vocab_out]``; the last entry is the model's logits):
+    TransformerLens's ``model.unembed(cache.accumulated_resid(pos_slice=-1))``."""
     with torch.no_grad():
-        _, cache = model.run_with_cache(tokens, names_filter=lambda n: n in names)
-        return torch.stack([cache[n][:, -1] @ model.W_U + model.b_U for n in names])
+        _, cache = model.run_with_cache(tokens, names_filter=lambda n: "hook_resid_" in n)
+        return model.unembed(cache.accumulated_resid(pos_slice=-1))
 
 
 def path_patch(

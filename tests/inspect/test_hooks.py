@@ -165,7 +165,7 @@ def _old_calls(tmp_path):
         "write_all": lambda: viz.write_all(m, 3, 5, tmp_path / "out"),
         "notebook.attention": lambda: notebook.attention(m, 3, 5),
         "measure": lambda: analysis.measure(m, 3, 5),
-        "direct_logit_attribution": lambda: interventions.direct_logit_attribution(m, t, 3),
+        "slot_logit_attribution": lambda: interventions.slot_logit_attribution(m, t, 3),
         "attribution_patching": lambda: interventions.attribution_patching(m, t, t, 3, hook_name="hook_embed"),
         "patch_attended": lambda: interventions.patch_attended(m, 3, 5),
     }

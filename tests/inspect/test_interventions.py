@@ -33,10 +33,10 @@ def test_zero_and_mean_ablation_equal_the_hand_computation():
 
 
 @pytest.mark.parametrize("case", [2, 5])
-def test_direct_logit_attribution_adds_up_and_points_at_the_attended_slot(case):
+def test_slot_logit_attribution_adds_up_and_points_at_the_attended_slot(case):
     model = constructions.build(case, 6)
     tokens = _batch(case, 6)
-    d = iv.direct_logit_attribution(model, tokens)
+    d = iv.slot_logit_attribution(model, tokens)
     answers = torch.tensor([tasks.evaluate(case, 6, t) for t in tokens.tolist()])
     assert torch.equal(d["answers"], answers)
     torch.testing.assert_close(d["total"], model(tokens)[torch.arange(12), -1, answers])
@@ -239,7 +239,7 @@ def test_patching_at_the_key_position_checks_where_the_model_reads():
         iv.patch_attended(model, at="query")
 
 
-def test_direct_logit_attribution_reads_the_task_of_trained_and_loaded_models(tmp_path):
+def test_slot_logit_attribution_reads_the_task_of_trained_and_loaded_models(tmp_path):
     """No case passed: a trained model and its checkpoint, loaded back, carry their task; the
     attribution still adds up to TransformerLens's logit of the evaluator's answer."""
     from interp.training import checkpoints
@@ -250,7 +250,7 @@ def test_direct_logit_attribution_reads_the_task_of_trained_and_loaded_models(tm
     tokens = _batch(2, 4)
     answers = torch.tensor([tasks.evaluate(2, 4, t) for t in tokens.tolist()])
     for model in (result.model, loaded):
-        d = iv.direct_logit_attribution(model, tokens)
+        d = iv.slot_logit_attribution(model, tokens)
         assert torch.equal(d["answers"], answers)
         torch.testing.assert_close(d["total"], model(tokens)[torch.arange(12), -1, answers])
         torch.testing.assert_close(d["per_position"].sum(-1) + d["residual"] + d["bias"], d["total"],
