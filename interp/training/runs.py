@@ -52,6 +52,11 @@ NAMED_ALWAYS = frozenset((
 ))
 
 
+#: the TrainConfig fields that are real numbers: stored as plain floats whatever number was
+#: given (``TrainConfig.__post_init__``); every other number field is an integer, checked as one
+FLOAT_FIELDS = ("lr", "stop_loss")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig(models.ModelSpec):
     """One training run: the model's architecture (every :class:`interp.core.models.ModelSpec`
@@ -100,6 +105,12 @@ class TrainConfig(models.ModelSpec):
         if self.function not in tasks.FUNCTIONS:
             raise ValueError(f"function={self.function!r}; accepted: one of {tasks.FUNCTIONS}")
         tasks.check_key_order(self.key_order)
+        # canonical before named: a number field holds a plain float, so 0, 0.0, -0.0 and
+        # numpy.float64(0) are one config, with one name (a name hashes the JSON, where 0 and
+        # 0.0 differ) and one group (which compares by ==); every stored config already holds
+        # floats here, so no stored run's name changes (tests/training/test_canonical_configs.py)
+        for name in FLOAT_FIELDS:
+            object.__setattr__(self, name, float(getattr(self, name)) + 0.0)
         if self.key_order != "sequence" and not tasks.get(self.case).permuted:
             raise ValueError(f"key_order={self.key_order!r} with case {self.case}, whose keys are not permuted: "
                              "there is no key order to draw; accepted: key_order='sequence' (the default), "
