@@ -68,6 +68,22 @@ def _parser(chosen: str | None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit code. Ctrl-C anywhere (importing, parsing, working) is one line
+    on stderr and exit code 130, the shell's 128 + SIGINT: ``train`` and ``sweep`` say what they
+    kept themselves; every other command writes its outputs whole or not at all
+    (:mod:`interp.training.files`), so what it had not finished is as it was."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        chosen = next((a for a in argv if not a.startswith("-")), None)
+        name = f"interp {chosen}" if chosen in COMMANDS else "interp"
+        print(f"{name}: interrupted (Ctrl-C); files written whole so far are kept, the rest are as "
+              "they were", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str]) -> int:
     # MKL reads MKL_CBWR when torch first multiplies: set before anything imports torch, it
     # makes products independent of memory alignment, so a sweep's seeds train stacked with
     # the same bits as alone (interp.training.fast_train.mkl_reproducible). An explicit value wins.
@@ -81,7 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     from interp.training.machine import keep_freed_memory
 
     keep_freed_memory()
-    argv = sys.argv[1:] if argv is None else list(argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     args = _parser(chosen if chosen in COMMANDS else None).parse_args(argv)
     try:
