@@ -1,7 +1,9 @@
 """interp runs STORE: the runs of a results store by config, with their checkpoints.
 
 STORE: a store file, a sweep folder (``DIR/results/store.sqlite``) or an ``interp train`` folder
-(:func:`interp.sweeps.frame.find_store`, as every command that reads a store)."""
+(:func:`interp.sweeps.frame.find_store`, as every command that reads a store). Orphaned
+progress files beside the store are named on stderr (``interp store verify --remove-orphans``
+removes them)."""
 
 from __future__ import annotations
 
@@ -41,8 +43,25 @@ def run(args) -> int:
         return 0
     if df.empty:
         print("no runs match")
+        report_orphans(args.store)
         return 0
     print(df[cols].sort_values(["case", "n", "d_token", "seed"] if "case" in cols else cols[:1])
           .to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     print(f"{len(df)} run(s); load one with interp.load_run(CHECKPOINT)")
+    report_orphans(args.store)
     return 0
+
+
+def report_orphans(store_arg) -> None:
+    """One line on stderr per orphaned progress file beside the store (:mod:`interp.sweeps.orphans`)
+    and the command that removes them; nothing when there are none."""
+    import sys
+
+    from interp.cli.store import orphaned
+    from interp.sweeps.frame import find_store
+
+    found = orphaned(find_store(store_arg))
+    for p, why in found.items():
+        print(f"orphaned progress file {p}: {why}", file=sys.stderr)
+    if found:
+        print(f"`interp store verify {store_arg} --remove-orphans` removes them", file=sys.stderr)

@@ -1,6 +1,10 @@
 """interp store verify STORE: check a results store and its checkpoints, naming what is wrong.
 interp store rows STORE DEST: write DEST, STORE's rows without checkpoints, to commit or carry.
 
+``store verify`` also reports orphaned progress files (``<store folder>/progress/``: runs no
+longer in configs.py, runs all stored, files set aside as damaged; :mod:`interp.sweeps.orphans`),
+and ``--remove-orphans`` deletes them.
+
 STORE: a store file, a sweep folder or an ``interp train`` folder
 (:func:`interp.sweeps.frame.find_store`)."""
 
@@ -15,6 +19,12 @@ def add_arguments(p) -> None:
     v = sub.add_parser("verify", help="every row against its checksum, every checkpoint file against the row's sha256")
     v.add_argument("store", help="a results store or its sweep folder (e.g. experiments/table1)")
     v.add_argument("--json", action="store_true", help="print the counts and problems as JSON")
+    v.add_argument("--sweep", default=None, metavar="DIR",
+                   help="the sweep folder whose configs.py the store's progress files are checked against "
+                        "(default: DIR when the store is DIR/results/<store>)")
+    v.add_argument("--remove-orphans", action="store_true",
+                   help="delete the orphaned progress files it reports (runs no longer in configs.py, runs "
+                        "all stored, files set aside as damaged); a resumable group's file is never removed")
     r = sub.add_parser("rows", help="write DEST: the store's rows without checkpoints (its runs count as trained, "
                        "cannot be loaded); a consistent copy while a sweep writes, e.g. to commit to git")
     r.add_argument("store", help="a results store or its sweep folder")
@@ -37,13 +47,50 @@ def run(args) -> int:
         return 0
     counts = store.verify(path)  # rows: an edited or corrupt row raises, naming the run
     damaged = store.checkpoint_problems(path)
+    found = orphaned(path, args.sweep)
+    removed = remove(found) if args.remove_orphans else []
     if args.json:
-        print(json.dumps(dict(counts, damaged=damaged, store=str(path)), indent=1))
+        print(json.dumps(dict(counts, damaged=damaged, store=str(path),
+                              orphans={str(p): why for p, why in found.items()},
+                              removed=[str(p) for p in removed]), indent=1))
     else:
         print(f"{path}: {counts['verified']} row(s) verified, {counts['unverified']} without a "
-              f"checksum (older store), {len(damaged)} with a missing or corrupt checkpoint")
+              f"checksum (older store), {len(damaged)} with a missing or corrupt checkpoint"
+              + (f", {len(found)} orphaned progress file(s)" if found else ""))
         for name, why in sorted(damaged.items()):
             print(f"  {name}: {why}", file=sys.stderr)
         if damaged:
             print("`interp sweep` on the sweep's folder retrains them", file=sys.stderr)
+        for p, why in found.items():
+            print(f"  {'removed ' if p in removed else ''}progress file {p}: {why}", file=sys.stderr)
+        if found and not args.remove_orphans:
+            print(f"`interp store verify {args.store} --remove-orphans` removes them", file=sys.stderr)
     return 1 if damaged else 0
+
+
+def orphaned(path, sweep_dir=None) -> dict:
+    """The orphaned progress files beside the store ``path`` (:mod:`interp.sweeps.orphans`),
+    checked against ``sweep_dir``'s configs.py (default: the sweep folder the store is in)."""
+    from interp.sweeps import orphans, store
+
+    if not orphans.progress.folder(path).is_dir():
+        return {}
+    sweep_dir = sweep_dir if sweep_dir is not None else orphans.sweep_folder_of(path)
+    stored = set(store.read(path, expand=False)["name"])
+    return orphans.orphans(path, orphans.declared_runs(sweep_dir), stored)
+
+
+def remove(found: dict) -> list:
+    """Delete the files of ``found``; those removed (one that cannot be: a ValueError naming it)."""
+    from interp.training.files import problem
+
+    removed = []
+    for p in found:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise ValueError(problem(p, e)) from None
+        removed.append(p)
+    return removed
