@@ -83,7 +83,7 @@ def collect(model, *, hook: str | None, batch_size: int, seed: int) -> dict:
     probe_rows.append(probes.probe_resid(model, hook, tokens, seed=seed).summary())
     measures = analysis.measure(model, batch_size=batch_size, seed=seed)
     return dict(
-        mechanism=labels.mechanism(measures),
+        **labels.labels_of(measures),
         verdict=labels.verdict(measures),
         attention=hooks.attention_report(model, tokens).summary().to_dict("records"),
         probes=probe_rows,
@@ -106,7 +106,9 @@ def format_tables(label: str, data: dict) -> str:
 
     from interp.inspect import labels
 
-    out = [label, "", f"mechanism: {data['mechanism']}", f"verdict: {data['verdict']}", "",
+    out = [label, "", f"mechanism: {data['mechanism']}", f"routing: {data['routing']}",
+           f"code: values {data['code']}, target key {data['key_code']}",
+           f"verdict: {data['verdict']}", "",
            "attention (construction's position):",
            pd.DataFrame(data["attention"]).to_string(index=False, float_format=_fmt), "",
            "cos/sin probes (held-out R^2, best N and m):",

@@ -13,8 +13,16 @@ and ``n=`` are optional and checked against the model's.
 * :mod:`~interp.inspect.analysis` - per-seed measures of a sweep, mechanism labels, reports.
 * :mod:`~interp.inspect.mlp_measures` - what the MLPs contribute (ablated accuracy) and whether
   the attention alone picks the matching slot.
-* :mod:`~interp.inspect.labels` - mechanism labels, one-line verdicts, the legend of measures,
-  the written answers of the sweep reports.
+* :mod:`~interp.inspect.levels` - the two labels per model (issue 42): ``routing`` (how the
+  answer flows) and ``code`` (how keys and values are written), and ``mechanism`` from both.
+* :mod:`~interp.inspect.codes` - the code level measured: interchange interventions along the
+  code's principal axes (its dimension) and its whitened-plane circle geometry.
+* :mod:`~interp.inspect.controls` - models of known mechanism: one-hot lookups, inverted ones,
+  recoded values, constructions hidden in wider widths, shuffled weights.
+* :mod:`~interp.inspect.calibration` - the labels' thresholds and the nulls and controls they
+  were chosen on (``experiments/calibration``).
+* :mod:`~interp.inspect.labels` - the labels' words re-exported, one-line verdicts, the legend of
+  measures, the written answers of the sweep reports.
 * :mod:`~interp.inspect.viz` - circuitsvis HTML (offline) and matplotlib figures.
 * :mod:`~interp.inspect.geometry` - the circle test of QK/OV read through the scores, calibrated on a null.
 * :mod:`~interp.inspect.notebook` - circuitsvis views in Jupyter, the script once per session,

@@ -43,6 +43,11 @@ attn_entropy,       the test inputs or zeroed; the last layer's final-position a
 attn_picks_slot,    (1 = uniform) and how often its argmax is on the matching slot's key or
 mlp_role            value position; the MLP's role: ``passes`` / ``helps`` / ``needed``.
                     Attention-only models: NaN and ``none`` (one schema for mixed tables)
+value_dim, ...,     the code level (:mod:`interp.inspect.codes`): for the value at the read slot
+query_dim, ...      and the target key at the query, the interchange dimension (2 for the
+                    construction's circle, ~n - 1 for one-hot), IIA at 1, 2 and every
+                    dimension, the code's participation ratio, and its whitened-plane geometry
+n                   the table size (the labels' tests depend on it)
 =================== ============================================================================
 
 Every model :func:`interp.core.models.build_model` makes is measured (MLPs after every block or
@@ -69,7 +74,7 @@ from pathlib import Path
 import torch
 
 from interp.core import tasks
-from interp.inspect import circuits, geometry, hooks, interventions, mlp_measures, probes
+from interp.inspect import circuits, codes, geometry, hooks, interventions, mlp_measures, probes
 from interp.inspect.labels import MECHANISMS, answer, mechanism, r2_text, sort_by_group
 
 log = logging.getLogger(__name__)
@@ -93,8 +98,9 @@ def _rank(table: torch.Tensor) -> float:
 
 @tasks.reads_task
 def measure(model, *, case: int | None = None, n: int | None = None, batch_size: int = 512,
-            seed: int = 0) -> dict:
-    """Every measure of the module docstring for one model, as a flat dict."""
+            seed: int = 0, code: bool = True) -> dict:
+    """Every measure of the module docstring for one model, as a flat dict (``n`` included, which
+    the labels read); ``code=False`` skips the code level's interchanges."""
     task, n = hooks.check_model(model, case=case, n=n)
     own = dict(case=task.case, n=n)  # handed on, so a model without .task works with case=
     batch_size = max(batch_size, n)
@@ -144,6 +150,9 @@ def measure(model, *, case: int | None = None, n: int | None = None, batch_size:
     pt = interventions.patch_attended(model, tokens[: min(512, len(tokens))], seed=seed, at=at, **own)
     out.update(follow=pt.follow, keep=pt.control_keep)
     out.update(mlp_measures.summary(model, tokens, acc=out["acc"], cache=cache, **own))
+    if code:  # the code level (issue 42): interchange interventions, a second or so per seed
+        out.update(codes.summary(model, batch_size=min(batch_size, 256), seed=seed, at=at, **own))
+    out["n"] = n
     return out
 
 

@@ -22,17 +22,16 @@ outcome        :func:`interp.inspect.analysis.classify` of the accuracy (``succe
                ``partial``, ``failed``); ``failed`` for a run whose training failed
 label          :func:`interp.inspect.labels.mechanism` of the seed's measures; ``failed`` for a
                failed seed (not measured), ``unmeasured`` for a seed without a checkpoint
+routing, code, the two levels behind it (:mod:`interp.inspect.levels`; an atlas written before
+key_code       issue 42 has no code columns: its ``construction`` reads ``lookup``, the routing)
 acc, acc_any,  every measure of :func:`interp.inspect.analysis.measure` (its docstring says what
 mass, ...     each is), NaN for failed seeds; ``acc_mean_mlp``, ``attn_entropy``, ... where
                ``measure`` gives them
 ============== ==================================================================================
 
-Measuring a seed loads its checkpoint and takes a fraction of a second to a few seconds of CPU
-(on one thread: :func:`interp.training.machine.one_thread`), so only successful and partial
-seeds are measured, and ``cache`` (the ``atlas.csv`` an earlier atlas wrote) lends its rows: a
-run whose name, cell, seed, status and accuracy match a cached row is not measured again, so a
-rerun after more runs land measures only the new ones. Labels are always recomputed from the
-measures, so a change to :func:`~interp.inspect.labels.mechanism` reaches cached rows.
+Measuring a seed loads its checkpoint (a second or so of CPU, on one thread), so only successful
+and partial seeds are measured, and ``cache`` (an earlier ``atlas.csv``) lends the rows whose
+name, cell, seed, status and accuracy match. Labels are always recomputed from the measures.
 
 :func:`write_atlas` writes ``atlas.csv`` (this table), ``atlas.md`` (per case, layers,
 architecture and function: n down, d_token across, each cell its successes and mechanism mix;
@@ -57,6 +56,7 @@ log = logging.getLogger(__name__)
 #: the cell's fields, as TrainConfig names them; ``architecture`` is named from them
 CELL = ("case", "n", "d_token", "n_layers", "pos_embed", "d_mlp", "mlp", "function")
 RUN = ("seed", "name", "status", "accuracy", "steps", "outcome", "label")
+LEVELS = ("routing", "code", "key_code")
 FAILED, UNMEASURED = "failed", "unmeasured"
 #: the fields a cached row must share with the store's run to lend its measures
 _MATCH = ("case", "n", "d_token", "n_layers", "d_mlp", "function", "seed", "status")
@@ -229,9 +229,13 @@ def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=Non
         rows.append({**base, **measures} if measures is not None else {**base, "label": UNMEASURED})
     for row in rows:
         row["label"] = label(row)
+        measured = row["label"] not in (FAILED, UNMEASURED)
+        row.update(routing=labels.routing(row) if measured else row["label"],
+                   code=labels.code(row, "value") if measured else row["label"],
+                   key_code=labels.code(row, "query") if measured else row["label"])
     rows.sort(key=_order)
     df = pd.DataFrame(rows)
-    front = [*CELL, "architecture", *RUN]
+    front = [*CELL, "architecture", *RUN, *LEVELS]
     return df[front + [c for c in df.columns if c not in front]].reset_index(drop=True)
 
 

@@ -19,14 +19,18 @@ from interp.inspect.atlas_predictions import ATTN
 
 #: a mechanism's colour; labels not named here take the next colours of :data:`_SPARE`
 COLOURS = {"construction": "#1f77b4", "inverted": "#d62728", "mirror": "#2ca02c",
-           "mlp-lookup": "#9467bd", "none": "#8c8c8c", "unmeasured": "#bcbd22"}
-_SPARE = ("#ff7f0e", "#17becf", "#e377c2", "#8c564b", "#7f7f7f")
+           "mlp-lookup": "#9467bd", "none": "#8c8c8c", "unmeasured": "#bcbd22",
+           "lookup": "#aec7e8", "lookup-codebook": "#ff7f0e", "lookup-low-dim": "#17becf",
+           "lookup-key-code": "#e377c2", "lookup-untestable": "#c7c7c7", "other": "#8c564b"}
+_SPARE = ("#7f7f7f", "#dbdb8d", "#9edae5", "#c49c94", "#f7b6d2")
 NO_SUCCESS, NO_SUCCESS_COLOUR = "no successful seed", "#f2f2f2"
 SUCCESS_TITLE = "fraction of seeds successful (accuracy >= 99%) per cell"
 MECHANISM_TITLE = "dominant mechanism among each cell's successful seeds"
 #: a label's letter in a cell's mechanism mix (a label not named here is written whole)
-ABBREV = {"construction": "c", "inverted": "i", "mirror": "m", "mlp-lookup": "l", "none": "o",
-          "unmeasured": "?"}
+ABBREV = {"construction": "c", "lookup": "L", "lookup-codebook": "Lb", "lookup-low-dim": "Ld",
+          "lookup-key-code": "Lk", "lookup-uneven-circle": "Le", "lookup-untestable": "Lu", "lookup-unread": "Lr",
+          "inverted": "i", "mirror": "m", "mlp-lookup": "l", "other": "x", "none": "o",
+          "untestable": "u", "unmeasured": "?"}
 
 
 def panels(df) -> list[tuple[str, object]]:

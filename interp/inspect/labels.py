@@ -1,4 +1,7 @@
-"""Names for what a seed does: its mechanism label, a one-line verdict, and a legend of measures.
+"""Names for what a seed does: its labels, a one-line verdict, and a legend of measures.
+
+The labels themselves (``routing``, ``code``, ``mechanism``: issue 42's two levels) live in
+:mod:`interp.inspect.levels` and are re-exported here.
 
 One place for the words that :mod:`interp.inspect.analysis` (reports), :mod:`interp.inspect.viz`
 (attention pages), :mod:`interp.inspect.explore` (the sweep explorer) and ``interp probe`` print
@@ -15,20 +18,8 @@ import math
 import numbers
 import re
 
-#: one line per label of :func:`mechanism`
-MECHANISMS = {
-    "construction": "the paper's mechanism: QK matches the target i* to the stored key, the last "
-                    "layer attends the matching slot and OV copies its value f(i*).",
-    "inverted": "attention avoids the matching slot (QK rows have their minimum on the diagonal) "
-                "and OV writes minus the value: over a permutation the slots' values sum to the "
-                "same vector, so the deficit at the matching slot becomes the answer.",
-    "mirror": "the last layer attends the key position 2j with k_j = i*, not the value position "
-              "2j + 1: layer 0 moved each value back onto its key, the construction run backwards.",
-    "mlp-lookup": "the MLP does the lookup: attention spreads over the input (final-position "
-                  "entropy >= 0.5) instead of picking the matching slot, and the answer is gone "
-                  "when the MLP's output is mean-ablated (Theorem 3.5's mechanism).",
-    "none": "none of the named mechanisms by these measures (a failed seed, or one not named).",
-}
+from interp.inspect.levels import (  # noqa: F401 - the labels' words, re-exported
+    CIRCLES, CODES, MECHANISMS, ROUTINGS, _ok, code, labels_of, mechanism, routing)
 
 #: one line per measure of :func:`interp.inspect.analysis.measure` (the construction's value)
 LEGEND = {
@@ -79,6 +70,20 @@ LEGEND = {
 }
 
 
+#: the code level's measures (:mod:`interp.inspect.codes`), for ``value_*`` and ``query_*``
+CODE_LEGEND = {
+    "dim": "interchange dimension: the least k whose principal-axes interchange carries it (2)",
+    "iia1": "interchange accuracy along the code's first principal axis",
+    "iia2": "interchange accuracy in the code's top-2 principal plane (1)",
+    "iia_full": "interchange accuracy of the whole vector: is it read at this site at all (1)",
+    "pr": "participation ratio of the code table's spectrum (2; one-hot: n - 1)",
+    "top2": "code table: top-2 variance share (1)",
+    "rcv": "code table, whitened top-2 plane: radius std / mean (0)",
+    "gap": "code table, whitened top-2 plane: smallest gap / even gap (1: evenly spaced)",
+    "cos": "mean |cos| between distinct centred code vectors (one-hot: 1 / (n - 1))",
+}
+
+
 #: a figure's axis label for a measure: what it is, in a few words (:func:`axis_label`)
 AXIS = {
     "accuracy": "accuracy (fraction of inputs)",
@@ -104,6 +109,11 @@ def describe(measure: str) -> str:
     KeyError names the unknown measure."""
     if measure in LEGEND:
         return LEGEND[measure]
+    if measure == "n":
+        return "table size: the labels' tests depend on it"
+    variable, _, rest = measure.partition("_")
+    if variable in ("value", "query") and rest in CODE_LEGEND:
+        return f"{'value at the read slot' if variable == 'value' else 'target key at the query'}: {CODE_LEGEND[rest]}"
     if measure in MECHANISMS:
         return f"mechanism: {MECHANISMS[measure]}"
     head, _, rest = measure.partition("_")
@@ -114,58 +124,9 @@ def describe(measure: str) -> str:
     raise KeyError(f"no legend for measure {measure!r}")
 
 
-def _ok(row, key, least) -> bool:
-    value = row.get(key)
-    return value is not None and not (isinstance(value, float) and math.isnan(value)) and value >= least
-
-
-def mechanism(row) -> str:
-    """Which mechanism one seed's numbers show (a per-seed column of the reports). The attention
-    is labelled first, from the attention measures alone, the same way with or without MLPs:
-
-    * ``mirror`` (two-layer case 5): the last layer puts >= 0.9 of its mass on the key position
-      2j with k_j = i* instead of the value position 2j + 1 (so the seed is measured there,
-      ``at = "key"``), the answer is right on arbitrary functions (acc_any >= 0.9), and
-      patching that key position from a corrupted run moves the answer (follow >= 0.9, the
-      mechanism's own check): layer 0 moved each value back onto its key's position, the
-      paper's construction run backwards;
-    * ``construction``: QK rows peak on the diagonal, OV copies, patching the attended slot moves
-      the answer (qk_diag, ov_diag >= 0.95, follow >= 0.9). Where the answer goes through an
-      MLP (``mlp_role`` ``helps``/``needed``), the direct-path ``ov_diag`` is replaced by
-      ``attn_picks_slot`` >= 0.9: the attention finds the slot, the MLP reads its value out;
-    * ``inverted``: QK rows have their *minimum* on the diagonal and OV writes minus the value
-      (qk_anti, ov_anti >= 0.95): attention avoids the matching slot;
-    * ``none``: none of these (failed seeds, or a mechanism these measures do not name).
-
-    How an MLP enters (``mlp_role``, :mod:`interp.inspect.mlp_measures`). An attention label
-    above stands whatever the MLP does: the attention found the slot (patching it moves the
-    answer) and the MLP passes the value through, helps, or reads it out; ``mlp_role`` says
-    which. Only a model the attention measures leave at ``none`` can be labelled
-
-    * ``mlp-lookup``: the MLP does the lookup: ``mlp_role == "needed"`` (mean-ablating the
-      MLPs leaves accuracy below chance + 10 points), the model answers (acc >= 0.9) and the
-      last layer's final-position attention spreads (attn_entropy >= 0.5, as Theorem 3.5's
-      weights (t_j + 1) / S do) rather than picking a slot: the attention carries the whole
-      input to the final position and the MLP reads f(i*) from it.
-
-    Attention-only rows (``mlp_role`` ``none`` or missing) get exactly the four labels above.
-    """
-    if (row.get("at") == "key" and _ok(row, "mass_keypos", 0.9) and _ok(row, "acc_any", 0.9)
-            and _ok(row, "follow", 0.9)):
-        return "mirror"
-    copies = _ok(row, "ov_diag", 0.95) or (row.get("mlp_role") in ("helps", "needed")
-                                           and _ok(row, "attn_picks_slot", 0.9))
-    if _ok(row, "qk_diag", 0.95) and copies and _ok(row, "follow", 0.9):
-        return "construction"
-    if _ok(row, "qk_anti", 0.95) and _ok(row, "ov_anti", 0.95):
-        return "inverted"
-    if row.get("mlp_role") == "needed" and _ok(row, "acc", 0.9) and _ok(row, "attn_entropy", 0.5):
-        return "mlp-lookup"
-    return "none"
-
-
 def verdict(row) -> str:
-    """One sentence: accuracy, mechanism, and whether QK is a circle read through the circuit."""
+    """One sentence: accuracy, mechanism, its routing and codes, and whether QK is a circle read
+    through the circuit."""
     label = mechanism(row)
     acc, acc_any = row.get("acc", math.nan), row.get("acc_any", math.nan)
     circle = row.get("qk_circle")
@@ -179,7 +140,13 @@ def verdict(row) -> str:
                f"output mean-ablated, {row.get('acc_zero_mlp', math.nan):.3f} zeroed; final-position "
                f"attention entropy {row.get('attn_entropy', math.nan):.2f}, argmax on the matching "
                f"slot {row.get('attn_picks_slot', math.nan):.2f}).")
-    return (f"{label}: accuracy {acc:.3f} (any f: {acc_any:.3f}); {MECHANISMS[label]} "
+    codes = ""
+    if code(row) != "unmeasured":
+        dims = [f"{w} {code(row, v)}" + (f" (dimension {int(row[v + '_dim'])})"
+                                         if _ok(row, v + "_dim", 0) else "")
+                for v, w in (("value", "values"), ("query", "target key"))]
+        codes = f" Routing: {routing(row)}; code: {', '.join(dims)}."
+    return (f"{label}: accuracy {acc:.3f} (any f: {acc_any:.3f}); {MECHANISMS[label]}{codes} "
             f"Geometry: {geo}.{mlp}")
 
 
@@ -262,9 +229,11 @@ def _seeds(d) -> str:
 def _mechanism_text(kind: str, d) -> str:
     """The opening of one mechanism's paragraph: what the seeds ``d`` do, read off their numbers."""
     head = f"**Successful seeds {_seeds(d)}"
-    if kind == "construction":
-        s = (f"{head}: the construction's mechanism.** QK matches the target key to the stored "
-             "key, OV copies the value, and the answer is read from the matching slot. ")
+    if kind == "construction" or kind.startswith("lookup"):
+        what = ("the construction's mechanism, routing and circle code" if kind == "construction"
+                else f"the construction's routing, {kind}")
+        s = (f"{head}: {what}.** QK matches the target key to the stored key and the answer is "
+             "read from the matching slot. ")
         mass, self_mass = _mean(d, "mass"), _mean(d, "self_mass")
         if mass >= 0.9:
             return s + "Attention sits on that slot as in the construction. "

@@ -66,7 +66,7 @@ def test_analyze_sweep_measures_the_bimodal_group(analysed):
         assert row.mass < 0.5 and row.entropy > 0.8 and row.follow < 0.5
     text = res.answers[bimodal]
     assert "2 successful seed(s) (0, 1), 2 failed (2, 3)" in text
-    assert "**Successful seeds 0, 1: the construction's mechanism.**" in text
+    assert "**Successful seeds 0, 1: the construction's mechanism, routing and circle code.**" in text
     assert "Attention sits on that slot as in the construction" in text
     assert "**Failed seeds 2, 3.** They show near-uniform attention" in text
     assert t.mechanism.tolist() == ["construction", "construction", "none", "none"]
@@ -137,7 +137,7 @@ def test_pipeline_step_writes_report_and_attention_html(sweep_dir, tmp_path):
     df = store.read(job.store)
     with_success = {analysis.group_label(r) for _, r in df[df.accuracy >= 0.99].iterrows()}
     assert out["analysed_groups"] == len(with_success)  # every group with a success (the bimodal one has one)
-    assert (tmp_path / "analysis.md").read_text().count("the construction's mechanism.**") == 1
+    assert (tmp_path / "analysis.md").read_text().count("the construction's mechanism, routing and circle code.**") == 1
     assert out["mechanisms"] == ["construction"]
     html = (tmp_path / "attention.html").read_text()
     assert "accuracy 1.000): construction" in html and "CircuitsVis.render(" in html
@@ -148,7 +148,8 @@ def test_mechanism_names_inverted_circuits():
     """A seed whose QK and OV rows have their minima on the diagonal is 'inverted'."""
     row = dict(qk_diag=0.0, ov_diag=0.0, follow=0.0, qk_anti=1.0, ov_anti=1.0)
     assert analysis.mechanism(row) == "inverted"
-    assert analysis.mechanism({**row, "qk_diag": 1.0, "ov_diag": 1.0, "follow": 1.0}) == "construction"
+    # without the code level's columns (a row written before issue 42) a lookup is only a lookup
+    assert analysis.mechanism({**row, "qk_diag": 1.0, "ov_diag": 1.0, "follow": 1.0}) == "lookup"
     assert analysis.mechanism({**row, "ov_anti": 0.2}) == "none"
 
 

@@ -221,9 +221,10 @@ def test_a_construction_read_out_by_its_mlp_is_a_construction(case, n):
     assert row["ov_diag"] == 0.0  # the direct path reads nothing: OV must be read through the MLP
     assert row["qk_diag"] == 1.0 and row["follow"] >= 0.9 and row["attn_picks_slot"] == 1.0
     assert labels.mechanism(row) == "construction"
-    # the same numbers with the attention off the slot are not a construction
-    assert labels.mechanism({**row, "attn_picks_slot": 0.5}) != "construction"
-    assert labels.mechanism({**row, "mlp_role": "passes"}) != "construction"  # direct path then decides
+    assert labels.code(row) == "circle"  # the value's circle, read at the slot through the MLP
+    # the same numbers with the attention off the slot, or not followed, are not a construction
+    assert labels.mechanism({**row, "qk_diag": 0.5}) != "construction"
+    assert labels.mechanism({**row, "follow": 0.5}) != "construction"
 
 
 # ----------------------------------------------------------------------------- (b) needed
@@ -326,15 +327,18 @@ def test_labels_of_mlp_rows():
                         ov_anti=0.0, at="value")
     spread = dict(acc=1.0, acc_any=1.0, qk_diag=0.2, ov_diag=0.0, follow=1.0, qk_anti=0.2,
                   ov_anti=0.0, at="value", attn_entropy=0.95, attn_picks_slot=0.2)
-    assert labels.mechanism({**construction, "mlp_role": "needed"}) == "construction"
-    assert labels.mechanism({**construction, "mlp_role": "passes"}) == "construction"
+    # rows without the code level's columns: the routing is all they say (issue 42)
+    assert labels.mechanism({**construction, "mlp_role": "needed"}) == "lookup"
+    assert labels.mechanism({**construction, "mlp_role": "passes"}) == "lookup"
     assert labels.mechanism({**spread, "mlp_role": "needed"}) == "mlp-lookup"
-    assert labels.mechanism({**spread, "mlp_role": "helps"}) == "none"
-    assert labels.mechanism({**spread, "mlp_role": "none"}) == "none"  # attention-only
-    assert labels.mechanism(spread) == "none"  # an older row without the MLP columns
-    assert labels.mechanism({**spread, "mlp_role": "needed", "attn_entropy": 0.3}) == "none"
+    # a working model by no named route is "other" (before issue 42 it was folded into "none")
+    assert labels.mechanism({**spread, "mlp_role": "helps"}) == "other"
+    assert labels.mechanism({**spread, "mlp_role": "none"}) == "other"  # attention-only
+    assert labels.mechanism(spread) == "other"  # an older row without the MLP columns
+    assert labels.mechanism({**spread, "mlp_role": "needed", "attn_entropy": 0.3}) == "other"
+    assert labels.mechanism({**spread, "acc": 0.5}) == "none"
     assert labels.mechanism({**spread, "mlp_role": "needed", "acc": 0.5}) == "none"
-    assert labels.mechanism({**spread, "mlp_role": "needed", "attn_entropy": math.nan}) == "none"
+    assert labels.mechanism({**spread, "mlp_role": "needed", "attn_entropy": math.nan}) == "other"
     assert "mlp-lookup" in labels.MECHANISMS and "MLP does the lookup" in labels.describe("mlp-lookup")
     for col in MLP_COLUMNS:
         assert labels.describe(col)
@@ -422,7 +426,9 @@ def test_attention_only_columns_are_unchanged_and_the_mlp_columns_empty():
     for name, model in _before_models().items():
         row = analysis.measure(model, batch_size=128)
         before = BEFORE[name]
-        assert list(row) == [*before, *MLP_COLUMNS], name
+        code_columns = [f"{v}_{k}" for v in ("value", "query")
+                        for k in ("dim", "iia1", "iia2", "iia_full", "pr", "top2", "rcv", "gap", "cos")]
+        assert list(row) == [*before, *MLP_COLUMNS, *code_columns, "n"], name
         for col, value in before.items():
             if isinstance(value, float) and not isinstance(value, bool):
                 # r2_*: least-squares fits, whose conditioning amplifies the last bits (r2_resid of

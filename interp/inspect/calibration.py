@@ -1,0 +1,114 @@
+"""The labels' thresholds, and the models they were calibrated on (issue 42).
+
+Every number in :data:`THRESHOLDS` was chosen on the calibration table that
+``experiments/calibration/calibrate.py`` writes (``experiments/calibration/calibration.md`` and
+``thresholds.json``), never on the atlas: per label and per n of the atlas (3, 5, 10, 20, 50), its
+false-positive rate on nulls and its true-positive rate on positive controls
+(:func:`calibration_models`). A test holds this dict to the committed ``thresholds.json``.
+
+========================  =====================================================================
+threshold                 used by
+========================  =====================================================================
+qk_diag_min, follow_min   routing ``lookup``: QK rows peaking at the matching key, and patching
+                          the attended slot moving the answer (:func:`interp.inspect.labels.routing`)
+anti_min                  routing ``inverted``: QK rows and OV rows with their minimum on the
+                          diagonal
+iia_min                   code: the least k whose interchange accuracy reaches it is the code's
+                          dimension (:mod:`interp.inspect.codes`); below it at every k: ``unread``
+top2_min, rcv_max         code ``circle``: dimension <= 2, top-2 variance share and radius spread
+                          in the whitened plane
+gap_min                   a circle is evenly spaced when its smallest gap / even gap reaches it
+min_n_code                below this n the code is ``untestable`` (three points always lie on a
+                          circle, and a one-hot code of 3 symbols is 2-dimensional too)
+min_n_routing             below this n the routing is ``untestable``
+========================  =====================================================================
+"""
+
+from __future__ import annotations
+
+#: the chosen thresholds (``experiments/calibration/thresholds.json``; module docstring)
+THRESHOLDS = {
+    "qk_diag_min": 0.95,
+    "follow_min": 0.9,
+    "anti_min": 0.95,
+    "iia_min": 0.9,
+    "top2_min": 0.9,
+    "rcv_max": 0.15,
+    "gap_min": 0.5,
+    "min_n_code": 4,
+    "min_n_routing": 3,
+}
+
+
+#: what each kind of calibration model is expected to be labelled (None: a null, expected to
+#: get no named routing and no circle)
+EXPECTED = {
+    "circle": dict(routing="lookup", code="circle", mechanism="construction"),
+    "one-hot": dict(routing="lookup", code="codebook", mechanism="lookup-codebook"),
+    "inverted": dict(routing="inverted", mechanism="inverted"),
+    "plane": dict(routing="lookup", code="low-dim", mechanism="lookup-low-dim"),
+    "uneven": dict(routing="lookup", code="uneven-circle", mechanism="lookup-uneven-circle"),
+    "untrained": None,
+    "shuffled": None,
+}
+#: the atlas's table sizes (``experiments/atlas/grid.py``, NS): every test is calibrated at each
+NS = (3, 5, 10, 20, 50)
+
+
+def calibration_models(n: int, *, seeds: int = 2, null_seeds: int = 3):
+    """Yield ``(kind, name, model)``: the positive controls and nulls at table size ``n``
+    (:data:`EXPECTED` says what each kind should be labelled).
+
+    * ``circle``: the paper's construction of every case 1-5 (hard attention, as built) hidden by
+      :func:`interp.inspect.controls.widen` in d_token 16 and 32, ``seeds`` random maps each;
+    * ``one-hot``: :func:`~interp.inspect.controls.one_hot_lookup`, cases 1-4, widened by 4;
+    * ``inverted``: its inverted mechanism, cases 1-4, widened by 4;
+    * ``plane``: case 2 and 3 constructions whose values are random points of the plane
+      (:func:`~interp.inspect.controls.recode_values`), widened to d_token 16: a 2-dimensional
+      code that is not a circle (a near miss for the circle test);
+    * ``uneven``: the same with the values at random angles on the circle;
+    * ``untrained``: the atlas's shapes untrained (cases 1-4 one layer, case 5 two layers; the
+      grid's "pytorch" init and PE; d_token 4 and 16), ``null_seeds`` seeds each;
+    * ``shuffled``: every circle and one-hot control above with its weights permuted
+      (:func:`~interp.inspect.controls.shuffle_weights`): their weight statistics, no mechanism.
+    """
+    import math
+
+    import torch
+
+    from interp.core import constructions, models
+    from interp.inspect import controls
+
+    pe = {1: "learned", 2: "none", 3: "none", 4: "learned", 5: "learned"}  # the grid's (grid.PE)
+    for case in (1, 2, 3, 4, 5):
+        base = constructions.build(case, n, check_precision=False)
+        for d_token in (16, 32):
+            for s in range(seeds):
+                m = controls.widen(base, d_token, seed=s)
+                yield "circle", f"case {case} construction, d_token {d_token}, map {s}", m
+                if d_token == 16 and s == 0:
+                    yield "shuffled", f"case {case} construction, shuffled", controls.shuffle_weights(m, seed=s)
+    for case in controls.ONE_HOT_CASES:
+        for inverted in (False, True):
+            base = controls.one_hot_lookup(case, n, inverted=inverted)
+            width = (base.cfg.d_model // (2 if case in (2, 3) else 1)) + 4
+            for s in range(seeds if not inverted else 1):
+                m = controls.widen(base, width, seed=s)
+                yield ("inverted" if inverted else "one-hot"), f"case {case} one-hot{' inverted' if inverted else ''}, map {s}", m
+                if not inverted and s == 0:
+                    yield "shuffled", f"case {case} one-hot, shuffled", controls.shuffle_weights(m, seed=s)
+    g = torch.Generator().manual_seed(n)
+    for case in (2, 3):
+        for s in range(seeds):
+            plane = torch.rand(n, 2, generator=g, dtype=torch.float64) * 2 - 1
+            yield "plane", f"case {case} plane values, draw {s}", controls.widen(
+                controls.recode_values(case, n, plane), 16, seed=s)
+            angles = torch.rand(n, generator=g, dtype=torch.float64).sort().values * 2 * math.pi
+            ring = torch.stack([angles.cos(), angles.sin()], 1)
+            yield "uneven", f"case {case} uneven circle, draw {s}", controls.widen(
+                controls.recode_values(case, n, ring), 16, seed=s)
+    for case in (1, 2, 3, 4, 5):
+        for d_token in (4, 16):
+            for s in range(null_seeds):
+                m = models.build_model(case, n, d_token, 2 if case == 5 else 1, pe[case], seed=s, init="pytorch")
+                yield "untrained", f"case {case} untrained, d_token {d_token}, seed {s}", m
