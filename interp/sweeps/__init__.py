@@ -11,7 +11,8 @@
   :mod:`~interp.sweeps.store_read` - the readers (``read``, ``verify``, ``read_sweeps``);
   :mod:`~interp.sweeps.frame` - ``read_runs``: a store's runs as one DataFrame (``interp.read_runs``);
   :mod:`~interp.sweeps.store_files` - the files beside it: the driver's folder lock and pid
-  file, recognising a store before any write.
+  file, recognising a store before any write; :mod:`~interp.sweeps.orphans` - progress files
+  no sweep will resume (``interp store verify --remove-orphans``).
 * :mod:`~interp.sweeps.workers` - the worker function, worker set-up and the one scheduler
   loop; :mod:`~interp.sweeps.local_backend` - one local process per group, lost alone if it
   dies; :mod:`~interp.sweeps.ray_backend` - the Ray backend.

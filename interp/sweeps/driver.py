@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from interp.training import machine, progress
+from interp.sweeps import orphans
 from interp.sweeps import store as store_mod
 from interp.sweeps.folders import (  # noqa: F401 - re-exported: configs.py files import Layout from here
     CONFIGS_FILE, PAPER_FILE, Layout, Sweep, group_key,
@@ -261,7 +262,7 @@ def run_sweep(
         done, repaired = _finished(db, configs)
         if saves is not None:
             _clean_progress(saves, configs, done)
-        _warn_orphans(store_path, sweep.configs, done)
+        orphans.warn(store_path, sweep.configs, done)
         groups = plan(configs, done, retry_failed=retry_failed, limit=limit)
         if on_plan is not None:
             on_plan(sum(len(g) for g in groups))
@@ -374,18 +375,6 @@ def _clean_progress(saves: Path, configs, done: dict[str, str]) -> None:
         names = [c.name() for c in group]
         if all(name in done for name in names):
             progress.remove(saves, names)
-
-
-def _warn_orphans(store_path: Path, configs, done: dict[str, str]) -> None:
-    """One warning naming the progress files no sweep of these configs will resume
-    (:mod:`interp.sweeps.orphans`) and the command that removes them."""
-    from interp.sweeps import orphans
-
-    found = orphans.orphans(store_path, {c.name() for c in configs}, set(done))
-    if found:
-        first, why = next(iter(found.items()))
-        log.warning("%d orphaned progress file(s) in %s (e.g. %s: %s); `interp store verify %s "
-                    "--remove-orphans` removes them", len(found), first.parent, first.name, why, store_path)
 
 
 def _finished(db, configs) -> tuple[dict[str, str], list[str]]:

@@ -18,11 +18,14 @@ state of an unfinished group: never reported, never removed.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import struct
 from pathlib import Path
 
 from interp.training import progress
+
+log = logging.getLogger(__name__)
 
 
 def _runs_of(path: Path) -> list[str]:
@@ -91,5 +94,11 @@ def declared_runs(sweep_dir: str | os.PathLike | None, timeout: float | None = N
     return {c.name() for c in load(sweep_dir, timeout=timeout).configs}
 
 
-def describe(found: dict[Path, str]) -> list[str]:
-    return [f"{p}: {why}" for p, why in found.items()]
+def warn(store_path: Path, configs, stored) -> None:
+    """The driver's one warning naming the progress files no sweep of ``configs`` will resume
+    and the command that removes them (``stored``: the store's run names)."""
+    found = orphans(store_path, {c.name() for c in configs}, set(stored))
+    if found:
+        first, why = next(iter(found.items()))
+        log.warning("%d orphaned progress file(s) in %s (e.g. %s: %s); `interp store verify %s "
+                    "--remove-orphans` removes them", len(found), first.parent, first.name, why, store_path)
