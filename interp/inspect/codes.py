@@ -33,9 +33,10 @@ the interchange-intervention accuracy ``IIA(k)``; the code's dimension is the le
 ``IIA(k) >= IIA_MIN`` (:data:`interp.inspect.calibration.THRESHOLDS`). A learned rotation (DAS
 proper) could only find a smaller k: ours is an upper bound on DAS's, tight when the code's
 variance lies where it is read (the calibration's controls: the circle's 2 and a one-hot
-table's n - 1 are found exactly). We use TransformerLens hooks rather than pyvene: pyvene wraps
-HuggingFace modules by type and has no mapping for ``HookedTransformer``; TL's hook points are
-already the sites, named as every other measure here names them.
+table's n - 1 are found exactly). We use TransformerLens hooks rather than pyvene: pyvene
+addresses components through its own per-architecture mappings of HuggingFace modules, which
+would be one more dependency and one more naming of sites that TL's hook points already name
+(as every other measure here does); the interchange itself is ten lines.
 
 The geometry of ``M``'s top-2 plane (:func:`plane_geometry`: top-2 variance, radius spread and
 evenness of the sorted angles, in the whitened plane so that no linear read-out can tell our
