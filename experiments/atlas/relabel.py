@@ -1,12 +1,18 @@
-"""Relabel the committed core atlas at the routing level (issue 42), from its stored measures.
+"""Relabel the committed core atlas at both levels (issue 42).
 
-    .venv/bin/python experiments/atlas/relabel.py     # -> core-atlas/routing.md
+    .venv/bin/python experiments/atlas/relabel.py     # -> core-atlas/routing.md (no model loaded)
+    bash experiments/atlas/relabel.sh                 # retrain, measure both levels -> core-atlas-2level/
 
 The routing (:func:`interp.inspect.levels.routing`, calibrated thresholds) reads only measures
-that ``core-atlas/atlas.csv`` already holds, so no model is loaded. The code level needs the
-checkpoints, which are not committed: it is left for a session that retrains the seeds (the
-predictions' file, ``PREDICTIONS-two-level.md``, says how it will be judged). Predictions R1 and
-R2 of that file are decided here by its rule.
+that ``core-atlas/atlas.csv`` already holds, so the first command loads no model; predictions
+R1 and R2 of ``PREDICTIONS-two-level.md`` are decided there by its rule.
+
+The code level needs the checkpoints, which are not committed. The runs are deterministic on one
+kind of CPU, so ``relabel.sh`` trains again the core grid's cells that have a measured seed
+(:func:`retrain_configs`; sweep folders ``relabel/<part>/``, cheapest part first, into
+``relabel/results/store.sqlite``), then ``interp atlas`` measures both levels into
+``core-atlas-2level/``; :func:`compare` checks every retrained seed's accuracy against the
+committed atlas's (a seed that trained otherwise is named, and counted apart).
 """
 
 from __future__ import annotations
@@ -68,7 +74,72 @@ def markdown(df) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the retraining's parts, cheapest first: (folder name, architecture, n range)
+PARTS = (("attention-only-small", "attention-only", (3, 10)), ("attention-only-large", "attention-only", (20, 50)),
+         ("mlp-4x", "mlp-4x", (3, 50)))
+
+
+def retrain_configs(part: str) -> list:
+    """The TrainConfigs of one part (:data:`PARTS`): the core grid's runs of the cells where the
+    committed atlas measured a seed (success or partial), n inside the part's range."""
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    import grid
+
+    by = {p[0]: p for p in PARTS}
+    if part not in by:
+        raise ValueError(f"part={part!r}; accepted: one of {list(by)}")
+    _, arch, (lo, hi) = by[part]
+    df = pd.read_csv(HERE / "core-atlas" / "atlas.csv", dtype={"name": str})
+    measured = set(df[~df["label"].isin(["failed", "unmeasured"])]["name"])
+    cells = {(r.case, r.n, r.d_token, r.n_layers, r.function) for r in df.itertuples() if r.name in measured}
+    return [c for c in grid.configs("core", arch)
+            if (c.case, c.n, c.d_token, c.n_layers, c.function) in cells and lo <= c.n <= hi]
+
+
+CONFIGS_PY = '''"""Issue 42's retraining, part {part} (written by experiments/atlas/relabel.py; edit that file)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import grid  # noqa: E402
+import relabel  # noqa: E402
+from interp.sweeps import Layout  # noqa: E402
+
+CONFIGS = relabel.retrain_configs({part!r})
+LAYOUT = Layout(**grid.layout_args("core", {arch!r}))
+'''
+
+
+def write_folders() -> list[Path]:
+    out = []
+    for part, arch, _ in PARTS:
+        folder = HERE / "relabel" / part
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "configs.py").write_text(CONFIGS_PY.format(part=part, arch=arch))
+        out.append(folder)
+    return out
+
+
+def compare(new_csv=HERE / "core-atlas-2level" / "atlas.csv", old_csv=HERE / "core-atlas" / "atlas.csv"):
+    """(same, differ): retrained runs whose accuracy equals the committed atlas's to the last
+    digit written, and the names of those that do not."""
+    new = pd.read_csv(new_csv, dtype={"name": str}).set_index("name")
+    old = pd.read_csv(old_csv, dtype={"name": str}).set_index("name")
+    both = new.index.intersection(old.index)
+    differ = [n for n in both if not (new.at[n, "accuracy"] == old.at[n, "accuracy"])]
+    return len(both) - len(differ), differ
+
+
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["--write-folders"]:
+        for folder in write_folders():
+            print(folder.relative_to(HERE.parents[1]), len(retrain_configs(folder.name)), "runs")
+        raise SystemExit(0)
     text = markdown(relabel())
     (HERE / "core-atlas" / "routing.md").write_text(text)
     print(text)
