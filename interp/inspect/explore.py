@@ -21,9 +21,12 @@ measures.png         per-seed measures by outcome (:func:`interp.inspect.viz.plo
 seeds/<id>/          the seed's ``circuits.png`` (QK and OV) and ``circles.png`` (embeddings)
 ==================== =========================================================================
 
-A run whose checkpoint cannot be used (corrupt, missing, or with NaN/inf weights:
-:func:`interp.training.checkpoints.load` refuses it) is skipped, and the page says which run and
-why under "Skipped runs", so one bad checkpoint does not cost the page. Every file is written
+A run whose checkpoint cannot be used is skipped, and the page says which run, its folder and
+why under "Skipped runs", so one bad checkpoint does not cost the page: a folder that is not the
+run's (:func:`interp.sweeps.store.checked_checkpoint`: files that do not hash as the store
+recorded, swapped with another run's or replaced, a ``config.json`` of another run, case or
+shape), corrupt or missing, with NaN/inf weights (:func:`interp.training.checkpoints.load`), or
+a model the measures refuse. Every file is written
 whole or not at all (:func:`interp.training.files.write_file`).
 
 ``<id>`` is the run's name in the store. The page works from ``file://`` with no network:
@@ -37,7 +40,8 @@ them, so a sweep of many seeds opens quickly and a seed fits a screen.
 When the sweep has a mechanism atlas (``interp atlas``'s ``atlas.csv``: ``atlas=PATH``, or one
 found in or beside ``DIR``, in the sweep folder or beside the store), the page also has an
 "Atlas" section (:mod:`interp.inspect.explore_atlas`): its phase diagrams as clickable grids,
-a cell listing its seeds with links to their views here. Without one the page is unchanged.
+a cell listing its seeds with links to their views here; an atlas that does not list some of the
+runs shown (older than its store) is marked so. Without one the page is unchanged.
 """
 
 from __future__ import annotations
@@ -162,7 +166,7 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
     """
     import pandas as pd
 
-    from interp.training import checkpoints
+    from interp.sweeps import store
 
     viz.check_inputs(inputs)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -176,23 +180,20 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
     it = df.iterrows()
     if progress is not None:  # the CLI's bar: only interp.cli writes to the terminal
         it = progress(it, total=len(df), desc="exploring seeds")
+    store_file = analysis.find_store(store_path)
     for _, r in it:
         try:
-            model = checkpoints.load(r.checkpoint)
-        except ValueError as e:  # corrupt or non-finite weights: this run only, said on the page
-            log.warning("run %s skipped: %s", r["name"], e)
-            skipped[r["name"]] = str(e)
+            row, model = _measured(store_file, r, batch_size)
+        except ValueError as e:  # this run only, said on the page with its folder
+            why = str(e) if isinstance(e, store.CheckpointMismatch) else f"checkpoint folder {r.checkpoint}: {e}"
+            log.warning("run %s skipped: %s", r["name"], why)
+            skipped[r["name"]] = why
             continue
-        row = {k: r[k] for k in ("name", "group", *analysis.GROUP_FIELDS, "seed", "outcome")}
-        row.update(accuracy=float(r.accuracy), id=seed_id(r["name"]))
-        # the store's case and n, checked against the checkpoint's own
-        row.update(analysis.measure(model, case=int(r.case), n=int(r.n), batch_size=batch_size))
-        row["mechanism"] = analysis.mechanism(row)
         sections.append(_seed_section(row, model, out, inputs, _loss_curve(r)))
         rows.append(row)
     table = pd.DataFrame(rows)
     atlas_html = "" if found is None else explore_atlas.section(
-        found[1], found[0], {r["name"]: r["id"] for r in rows})
+        found[1], found[0], {r["name"]: r["id"] for r in rows}, store_runs=df["name"])
     path = analysis.find_store(store_path)
     title = f"Sweep explorer: {analysis.sweep_name(df, path)}"  # whatever form the path took
     body = (f"{_STYLE}<h1>{html.escape(title)}</h1>\n<p>store <code>{html.escape(str(path))}"
@@ -209,6 +210,22 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
     index = write_file(out / INDEX, page)
     log.info("explorer of %d seeds written to %s (%d skipped)", len(table), index, len(skipped))
     return index
+
+
+def _measured(store_file, r, batch_size: int) -> tuple[dict, object]:
+    """(the seed's row of measures, its model) for the store row ``r``: its checkpoint folder
+    checked against the row first (checksums, config: :func:`interp.sweeps.store.checked_checkpoint`),
+    so a swapped, replaced or foreign checkpoint is never measured as this run; then loaded
+    (finite weights) and measured with the store's case and n (checked against the model's)."""
+    from interp.sweeps import store
+    from interp.training import checkpoints
+
+    model = checkpoints.load(store.checked_checkpoint(store_file, r))
+    row = {k: r[k] for k in ("name", "group", *analysis.GROUP_FIELDS, "seed", "outcome")}
+    row.update(accuracy=float(r.accuracy), id=seed_id(r["name"]))
+    row.update(analysis.measure(model, case=int(r.case), n=int(r.n), batch_size=batch_size))
+    row["mechanism"] = analysis.mechanism(row)
+    return row, model
 
 
 def _skipped(skipped: dict[str, str]) -> str:

@@ -190,9 +190,28 @@ def _panel(p: int, title: str, sub, views: dict[str, str]) -> tuple[str, list[st
     return grid, lists
 
 
-def section(df, source, views: dict[str, str]) -> str:
+def older(df, store_runs) -> list[str]:
+    """The runs of ``store_runs`` (the store's runs the page shows) that the atlas table ``df``
+    does not list, in the store's order: the atlas is older than its store (or was made for
+    part of it), and its grid's counts leave them out."""
+    listed = {str(n) for n in df["name"]}
+    return [str(n) for n in store_runs if str(n) not in listed]
+
+
+def section(df, source, views: dict[str, str], store_runs=()) -> str:
     """The page's "Atlas" section for the atlas table ``df`` read from ``source``; ``views``:
-    run name -> the page's seed id, for the seeds that have a view on the page."""
+    run name -> the page's seed id, for the seeds that have a view on the page; ``store_runs``:
+    the store's runs the page shows, those the atlas does not list (:func:`older`) marked in a
+    note above the grids."""
+    missing = older(df, store_runs)
+    note = ""
+    if missing:
+        log.warning("%s does not list %d of the store's runs shown (e.g. %s): older than its store; "
+                    "rerun `interp atlas`", source, len(missing), missing[0])
+        note = (f'<p class="note atlas-older">This atlas is older than its store: it does not list '
+                f"{len(missing)} of the {len(list(store_runs))} runs shown on this page (e.g. run "
+                f"<code>{html.escape(missing[0])}</code>), so its cells count fewer seeds than the "
+                "store holds. Rerun <code>interp atlas</code> on the store to include them.</p>\n")
     grids, lists = [], []
     for p, (title, sub) in enumerate(panels(df)):
         grid, cells = _panel(p, title, sub, views)
@@ -205,5 +224,5 @@ def section(df, source, views: dict[str, str]) -> str:
             "successful of those run, then the successful seeds' mechanisms (c construction, "
             "i inverted, m mirror, l mlp-lookup, o none, ? not measured); colour: the success "
             "fraction (dark: none, yellow: all); blank: not run. Click a cell for its seeds.</p>\n"
-            + "".join(grids) + '<div id="atlas-chosen">\n<p id="atlas-hint">No cell chosen.</p>\n'
+            + note + "".join(grids) + '<div id="atlas-chosen">\n<p id="atlas-hint">No cell chosen.</p>\n'
             + "".join(lists) + "</div>\n</section>\n")

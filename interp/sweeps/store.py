@@ -37,6 +37,8 @@ from interp.sweeps.store_files import replace_folder as replace_folder
 from interp.sweeps.store_files import write_synced as write_synced
 # the readers and the formats, re-exported: every caller imports them from here
 from interp.sweeps.store_read import _checkpoint_problems, _verify_rows
+from interp.sweeps.store_read import CheckpointMismatch as CheckpointMismatch
+from interp.sweeps.store_read import checked_checkpoint as checked_checkpoint
 from interp.sweeps.store_read import checkpoint_problems as checkpoint_problems
 from interp.sweeps.store_read import read as read
 from interp.sweeps.store_read import read_sweeps as read_sweeps

@@ -1,6 +1,8 @@
 """Reading a results store, writing nothing: :func:`read` (the ``runs`` table as a DataFrame,
 every row verified), :func:`read_sweeps` (the ``sweeps`` log), :func:`verify` (the row
-checksums, and with ``files=True`` the checkpoint files) and :func:`checkpoint_problems`.
+checksums, and with ``files=True`` the checkpoint files), :func:`checkpoint_problems`, and
+:func:`checked_checkpoint` (one run's checkpoint folder against its row, before a reader
+measures it).
 
 Each first recognises the file (:func:`interp.sweeps.store_schema.identify`), then reads in one
 snapshot; the formats are :mod:`interp.sweeps.store_schema`'s.
@@ -199,3 +201,96 @@ def read_sweeps(path: str | os.PathLike):
                     raise ValueError(f"sweep log row {values[0]} in {path} does not match its "
                                      f"{DIGEST_COLUMN} (edited or corrupt)")
         return pd.read_sql_query("SELECT * FROM sweeps ORDER BY id", db)
+
+
+class CheckpointMismatch(ValueError):
+    """A run's checkpoint folder does not hold that run's model (:func:`checked_checkpoint`):
+    the message names the run, the folder and what did not match. A ValueError, so every
+    command's one-line handler reports it."""
+
+    def __init__(self, run: str, folder, what: str):
+        self.run, self.folder, self.what = run, folder, what
+        super().__init__(f"run {run}: checkpoint folder {folder}: {what}")
+
+
+def checked_checkpoint(store_path: str | os.PathLike, row) -> Path:
+    """The checkpoint folder of the stored run ``row``, checked against that row; raises
+    :class:`CheckpointMismatch` (a ValueError naming the run, the folder and what did not
+    match) before anyone loads or measures it.
+
+    ``store_path``: the store file the row was read from (a link is followed; a relative
+    ``checkpoint`` is taken from the store's real folder). ``row``: one run of
+    :func:`read` (a pandas row or a dict) with at least ``name``, ``checkpoint`` (the folder,
+    absolute as :func:`read` gives it, or relative to the store's folder as stored),
+    ``checksums`` (the ``{file name: sha256}`` the store recorded, as a dict or its JSON; None in
+    rows of stores older than checksums) and ``config`` (the run's TrainConfig as JSON, as the
+    store holds it; or a dict). Checked, in order:
+
+    1. the row has a checkpoint and the folder exists (a run stored without checkpoints, or one
+       whose folder was deleted, is refused);
+    2. every file the row's ``checksums`` names exists and hashes as recorded: a folder swapped
+       with another run's, a retrained or replaced model (``interp train --force`` into it), a
+       flipped byte, are all refused here. A row without checksums skips this check;
+    3. the checkpoint's ``config.json`` is an interp checkpoint whose ``sha256`` is that of
+       its ``model.safetensors``, and whose ``train_config`` (where it stored one) is this run's:
+       the same ``case``, ``n``, ``d_token``, ``n_layers``, ``pos_embed`` and ``d_mlp`` as the
+       row's config (a checkpoint of another case or shape is refused naming the field), then
+       the same whole config (seed and protocol included, compared as canonical
+       ``TrainConfig`` objects), even when the store's checksums were recomputed over it.
+
+    Returns the folder (a ``Path``); it does not load the weights (``checkpoints.load`` then
+    checks that they are finite and fit the model described). Reads only.
+    """
+    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
+    name = str(get("name"))
+    ckpt = get("checkpoint")
+    if not isinstance(ckpt, str) or not ckpt:
+        raise CheckpointMismatch(name, None, "the store row has no checkpoint (stored without one)")
+    folder = Path(os.path.realpath(store_path)).parent / ckpt  # an absolute ckpt stays as it is
+    if not folder.is_dir():
+        raise CheckpointMismatch(name, folder, "the folder is missing")
+    _check_files(name, folder, get("checksums"))
+    _check_config(name, folder, get("config"))
+    return folder
+
+
+def _check_files(name: str, folder: Path, sums) -> None:
+    """:func:`checked_checkpoint`'s step 2: the files against the row's checksums."""
+    if isinstance(sums, str):
+        sums = json.loads(sums) if sums else None
+    if isinstance(sums, dict):
+        for fname, expected in sums.items():
+            f = folder / fname
+            if not f.is_file():
+                raise CheckpointMismatch(name, folder, f"{fname} is missing")
+            if sha256(f.read_bytes()) != expected:
+                raise CheckpointMismatch(name, folder, f"{fname} does not hash as the store recorded "
+                                                       "(replaced, swapped with another run's, or corrupt)")
+
+
+def _check_config(name: str, folder: Path, stored) -> None:
+    """:func:`checked_checkpoint`'s step 3: config.json against its weights and the row's config."""
+    from interp.training.checkpoints import CONFIG, WEIGHTS, read_meta
+    from interp.training.runs import TrainConfig
+
+    try:
+        meta = read_meta(folder)
+    except ValueError as e:
+        raise CheckpointMismatch(name, folder, str(e)) from None
+    if sha256((folder / WEIGHTS).read_bytes()) != meta.get("sha256"):
+        raise CheckpointMismatch(name, folder, f"{WEIGHTS} does not match the sha256 in its {CONFIG}")
+    own = meta.get("train_config")
+    if isinstance(stored, str):
+        stored = json.loads(stored)
+    if isinstance(own, dict) and isinstance(stored, dict):
+        for key in ("case", "n", "d_token", "n_layers", "pos_embed", "d_mlp"):
+            if key in stored and own.get(key, stored[key]) != stored[key]:
+                raise CheckpointMismatch(name, folder, f"its {CONFIG} is of {key}={own.get(key)!r}, the "
+                                                       f"store's run of {key}={stored[key]!r}")
+        try:
+            theirs, ours = TrainConfig.from_dict(own), TrainConfig.from_dict(stored)
+        except (ValueError, TypeError) as e:
+            raise CheckpointMismatch(name, folder, f"its {CONFIG}'s train_config is not a config ({e})") from None
+        if theirs != ours:  # canonical configs compared, not names: a name of an older interp stays valid
+            raise CheckpointMismatch(name, folder, f"its {CONFIG} is run {theirs.name()}'s ({theirs.label()}), "
+                                                   f"not this run's ({ours.label()})")
