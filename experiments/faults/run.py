@@ -1017,6 +1017,175 @@ def null_digest(bench: Bench) -> dict:
     return out
 
 
+# ------------------------------------------------------------------ issue 43: what reads a store, and what writes beside it
+
+
+def rows_dest(bench: Bench) -> dict:
+    """``interp store rows REF B`` where B is another sweep's live store (a copy of the reference
+    with its checkpoints), a user's text file, or another program's SQLite file: each refused,
+    its bytes kept; then B = an earlier rows-only copy of REF is replaced (exit 0)."""
+    live = bench.copy_ref("rows-live")
+    before = snapshot(live)
+    text = live.parent / "notes.txt"
+    text.write_text("the user's notes\n")
+    foreign = live.parent / "other.sqlite"
+    with closing(sqlite3.connect(foreign)) as db, db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+        db.execute("INSERT INTO notes VALUES ('keep me')")
+    other = bench.fresh("rows-other")  # another store of the same sweep folder (its first group)
+    assert interp("sweep", bench.folder, "--store", other, "--limit", "2").code == 0
+    codes, kept, said_by = [], [], None
+    for dest in (live, text, foreign, other):
+        original = dest.read_bytes()
+        ran = interp("store", "rows", bench.ref_path, dest)
+        codes.append(ran.code)
+        kept.append(dest.read_bytes() == original)
+        said_by = said_by or ran
+    copy = live.parent / "rows.sqlite"
+    first, again = interp("store", "rows", bench.ref_path, copy), interp("store", "rows", bench.ref_path, copy)
+    refused = all(c == 2 for c in codes) and all(kept)
+    out = bench.judge(live, said_by, rerun=None, before=before, check=refused and first.code == again.code == 0,
+                      codes=codes, bytes_kept=kept)
+    out["checked"] = (f"exit {codes} for a live store, a text file, another program's SQLite file, another store "
+                      f"of the sweep; bytes kept: {'yes' if all(kept) else 'NO'}; an earlier copy replaced: "
+                      f"exit {again.code}")
+    return out
+
+
+def train_force_into(bench: Bench, what: str) -> dict:
+    """``interp train --force --out`` a sweep's checkpoint folder (``checkpoint``), or a run folder
+    holding the user's notes too (``notes``): refused before training, the folder's bytes kept."""
+    if what == "checkpoint":
+        path = bench.copy_ref("train-into-ckpt")
+        folder = path.parent / "checkpoints" / sorted(bench.reference)[0]
+    else:
+        path = bench.fresh("train-into-notes")
+        folder = path.parent
+        assert interp("train", "--case", "1", "--n", "5", "--d-token", "4", "--steps", "5", "--out", folder).code == 0
+        (folder / "notes.txt").write_text("my notes")
+    before_rows = snapshot(path)
+    files = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    ran = interp("train", "--case", "1", "--n", "5", "--d-token", "4", "--steps", "5", "--out", folder, "--force")
+    kept = all(p.is_file() and p.read_bytes() == b for p, b in files.items())
+    verify = interp("store", "verify", path)
+    out = bench.judge(path, ran, rerun=None, before=before_rows, tampered=set(before_rows) if not kept else (),
+                      served=not kept and verify.code == 0, check=ran.code == 2 and kept,
+                      bytes_kept=kept, verify_code=verify.code)
+    out["checked"] = f"train exit {ran.code}; folder bytes kept: {'yes' if kept else 'NO'}; store verify exit {verify.code}"
+    return out
+
+
+def store_symlink(bench: Bench) -> dict:
+    """``--store LINK`` (a symlink to a store in another folder): a sweep through the link
+    (first group), one through the real path, one through the link again: every run stored once,
+    checkpoints in the real folder, nothing trained twice."""
+    real = bench.fresh("link-real")
+    real.parent.mkdir(parents=True)
+    link = bench.fresh("link-here")
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+    a = bench.sweep(link, "--limit", "2")
+    b = bench.sweep(real)
+    c = bench.sweep(link)
+    verify = interp("store", "verify", link)
+    twice = max(0, runs_done(real) - len(snapshot(real)))
+    out = bench.judge(real, c, rerun=None, complete=True, expect_message=False,
+                      check=twice == 0 and verify.code == 0 and (a.code, b.code, c.code) == (0, 0, 0)
+                      and not (link.parent / "checkpoints").exists(), trained_twice=twice, verify_code=verify.code)
+    out["checked"] = (f"sweeps exit {a.code}, {b.code}, {c.code}; runs trained twice: {twice}; store verify "
+                      f"through the link exit {verify.code}")
+    return out
+
+
+def stop_loss_int(bench: Bench) -> dict:
+    """A configs.py with ``stop_loss=0`` (seed 0) beside ``stop_loss=0.0`` (seed 1): one group,
+    both runs ok, and the plain rerun trains nothing."""
+    text = HEAD + "CONFIGS = [" + one(stop_loss="0") + ", " + one(stop_loss="0.0", seed="1") + "]\n" + LAYOUT
+    folder = configs_folder(bench, "stop-loss", text)
+    path = folder / "results" / "store.sqlite"
+    ran = interp("sweep", folder, "--store", path)
+    again = interp("sweep", folder, "--store", path)
+    rows = snapshot(path)
+    failed = sum(v[0] != "ok" for v in rows.values())
+    wrong = {k for k, v in rows.items() if v[0] == "ok" and k in bench.reference and v != bench.reference[k]}
+    ok = ran.code == 0 and len(rows) == 2 and not failed and "0 trained now" in again.out and not wrong
+    out = dict(code=ran.code, message=shown(said(ran.out, ran.err)), names_path=None, traceback=ran.traceback,
+               lost=2 - len(rows), wrong=len(wrong), wrongly_failed=failed, ok=ok)
+    out["checked"] = f"exit {ran.code}; {len(rows)} run(s) stored, {failed} failed; rerun trained none: " \
+                     f"{'yes' if '0 trained now' in again.out else 'NO'}"
+    return out
+
+
+def orphan_progress(bench: Bench) -> dict:
+    """The store killed mid-group (its progress file saved), then configs.py edited to drop that
+    group: the sweep warns, ``store verify`` names the file, ``--remove-orphans`` removes it."""
+    path = bench.copy(bench.progress_base(), "orphan")
+    files = progress_files(path)
+    folder = configs_folder(bench, "orphan", textwrap.dedent(SWEEP).replace('(2, "none", 900)', '(2, "none", 901)'))
+    ran = interp("sweep", folder, "--store", path)
+    verify = interp("store", "verify", path, "--sweep", folder)
+    named = all(str(f) in verify.err for f in files)
+    removed = interp("store", "verify", path, "--sweep", folder, "--remove-orphans")
+    gone = not any(f.exists() for f in files)
+    out = bench.judge(path, verify, rerun=None, before=snapshot(path), names=[f.name for f in files],
+                      check=bool(files) and named and gone and "orphaned progress" in ran.err)
+    out["checked"] = (f"sweep warned: {'yes' if 'orphaned progress' in ran.err else 'NO'}; store verify named "
+                      f"it: {'yes' if named else 'NO'}; --remove-orphans removed it: {'yes' if gone else 'NO'}")
+    return out
+
+
+def swapped_explore(bench: Bench) -> dict:
+    """Two checkpoint folders of the reference swapped (each self-consistent): ``interp explore``
+    must skip both with a note naming the run and its folder, and show neither as the other."""
+    path = bench.copy_ref("swap")
+    a, b = sorted(bench.reference)[:2]
+    ca, cb = path.parent / "checkpoints" / a, path.parent / "checkpoints" / b
+    ca.rename(ca.with_name("x"))
+    cb.rename(ca)
+    ca.with_name("x").rename(cb)
+    page = path.parent / "explore"
+    ran = interp("explore", path, "--out", page, "--inputs", "1")
+    text = (page / "index.html").read_text() if (page / "index.html").is_file() else ""
+    noted = all(f"run {r}: checkpoint folder {path.parent / 'checkpoints' / r}" in text for r in (a, b))
+    shown_rows = set(re.findall(r'<tr data-seed="([\w-]+)"', text))
+    served = bool({a, b} & shown_rows)
+    out = bench.judge(path, ran, rerun=None, tampered={a, b}, served=served, expect_message=False,
+                      check=ran.code == 0 and noted and not served, explore_code=ran.code)
+    out["checked"] = (f"explore exit {ran.code}; both runs skipped with a note naming run and folder: "
+                      f"{'yes' if noted else 'NO'}; shown as the other run: {'YES' if served else 'no'}")
+    return out
+
+
+def interrupted(bench: Bench) -> dict:
+    """SIGINT to ``interp explore`` once it has begun writing its page (circuitsvis.js is there,
+    the seeds being measured): one line, exit 130, no traceback."""
+    out_dir = bench.fresh("sigint-explore").parent
+    cmd = Command("explore", bench.ref_path, "--out", out_dir, "--inputs", "1")
+    while not cmd.poll() and not (out_dir / "circuitsvis.js").is_file():
+        time.sleep(0.05)
+    sent = not cmd.poll()
+    if sent:
+        time.sleep(0.5)
+        os.kill(cmd.pid, signal.SIGINT)
+    ran = cmd.finish()
+    lines = [line for line in ran.err.splitlines() if line.strip() and not BAR.search(line)]
+    one_line = sent and ran.code == 130 and len(lines) <= 2 and not ran.traceback
+    out = bench.judge(bench.ref_path, ran, rerun=None, expect_message=False, check=one_line, lines=len(lines))
+    out["checked"] = (f"exit {ran.code}; {len(lines)} line(s) on stderr; traceback: {'YES' if ran.traceback else 'no'}"
+                      + ("" if sent else "; finished before the signal"))
+    return out
+
+
+def long_out(bench: Bench) -> dict:
+    """``interp train --out`` a 242-character name: refused before training, naming it."""
+    out_dir = bench.root / ("r" * 242)
+    ran = interp("train", "--case", "1", "--n", "5", "--d-token", "4", "--steps", "5", "--out", out_dir)
+    made = os.path.exists(out_dir)
+    out = bench.judge(bench.ref_path, ran, rerun=None, check=ran.code == 2 and not made and ran.seconds < 60)
+    out["checked"] = f"exit {ran.code} after {ran.seconds:.0f} s; folder made: {'YES' if made else 'no'}"
+    return out
+
+
 # ------------------------------------------------------------------ the table
 
 #: (key, fault, tries): keys are what --only/--skip match
@@ -1077,6 +1246,20 @@ SCENARIOS = [
      lambda b: [nan_checkpoint(b)]),
     ("null-digest", "a row's row_sha256 set to NULL, its accuracy to 0.999 (verify, report, sweep)",
      lambda b: [null_digest(b)]),
+    # issue 43
+    ("rows-dest", "`interp store rows REF B`, B: another sweep's live store, a text file, another program's "
+                  "SQLite file, another store of the sweep", lambda b: [rows_dest(b)]),
+    ("train-force-ckpt", "`interp train --force --out <store>/checkpoints/<run>`", lambda b: [train_force_into(b, "checkpoint")]),
+    ("train-force-notes", "`interp train --force` onto a run folder holding the user's notes",
+     lambda b: [train_force_into(b, "notes")]),
+    ("store-symlink", "--store as a symlink to the store: a sweep through it, through the real path, through it again",
+     lambda b: [store_symlink(b)]),
+    ("stop-loss-int", "stop_loss=0 (seed 0) beside stop_loss=0.0 (seed 1) in configs.py", lambda b: [stop_loss_int(b)]),
+    ("orphan-progress", "configs.py edited between a killed sweep and its resume (progress file orphaned)",
+     lambda b: [orphan_progress(b)]),
+    ("swap-explore", "two checkpoint folders swapped, each self-consistent (interp explore)", lambda b: [swapped_explore(b)]),
+    ("sigint-explore", "Ctrl-C (SIGINT) during interp explore, once it writes its page", lambda b: [interrupted(b)]),
+    ("long-out", "`interp train --out` a 242-character name", lambda b: [long_out(b)]),
 ]
 
 
