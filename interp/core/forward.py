@@ -14,12 +14,23 @@ fused ``batch_addmm`` of the MLP (TransformerLens's own, imported), ``resid + at
 ``model(tokens)[:, -1]`` to float rounding and predictions agree wherever hard-attention ties
 are within the tie tolerance (``tests/core/test_forward.py``, ``tests/core/test_exact.py``).
 
-``transform(hook_name, activation)`` is applied at every point where TransformerLens has a hook
-of that name (``precision`` rounds there); scores are transformed before the attention mode
-reads them, the pattern after the mode set it, as with real hooks prepended on
-``hook_attn_scores``. When the first of several layers has token-independent scores (the
-coordinates W_E writes and W_Q, W_K read are disjoint: case 5's construction attends by position
-only), its pattern is computed once and shared by the batch (``cache`` keeps it across calls).
+Hooks are TransformerLens's: ``fwd_hooks=[(name_or_filter, hook)]`` as in ``run_with_hooks``,
+each ``hook(activation, hook=hook_point)`` (``hook.name`` is the name; ``None`` keeps the
+activation, so in-place edits work), run in list order at every point where TransformerLens has
+a hook of that name (``precision`` rounds there), so ``final_logits(model, tokens,
+fwd_hooks=h)`` is ``model.run_with_hooks(tokens, fwd_hooks=h)[:, -1]`` (``tests/core/
+test_forward.py``). Three differences follow from computing less or from the modes. The last
+layer's hooks see the final query only: ``hook_q``, ``hook_attn_scores``, ``hook_pattern``,
+``hook_z`` and every later stream have one query position, not ``pos``. A token-independent first
+layer (below) calls its q, k, scores and pattern hooks on one input, shared by the batch. And
+scores hooks run before an attention mode reads the scores, as TransformerLens hooks added with
+``prepend=True`` (a plain ``run_with_hooks`` hook that returns new scores on a layer with a mode
+runs after the mode kept the old ones, so it does not change the pattern); the pattern hook runs
+after the mode set it.
+
+When the first of several layers has token-independent scores (the coordinates W_E writes and
+W_Q, W_K read are disjoint: case 5's construction attends by position only), its pattern is
+computed once and shared by the batch (``cache`` keeps it across calls).
 
 Supports the models this package builds: no LayerNorm, standard positional embedding,
 bidirectional attention, any number of heads, optionally a ReLU MLP per block, and every
@@ -32,7 +43,7 @@ Axes follow TransformerLens: ``batch pos d_model``, ``head_index d_head``, ``que
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from typing import Callable, Sequence
 
 import einops
 import torch
@@ -46,11 +57,35 @@ with warnings.catch_warnings():  # TransformerLens's MLP product, so MLP outputs
     warnings.filterwarnings("ignore", message=".*HookedTransformer is deprecated.*")
     from transformer_lens.utilities.addmm import batch_addmm
 
-Transform = Callable[[str, Tensor], Tensor]
+#: TransformerLens's hook list: ``[(name or filter(name) -> bool, hook(activation, hook))]``
+FwdHooks = Sequence[tuple[str | Callable[[str], bool], Callable]]
+#: what the passes below call at each hook point: ``t(name, activation) -> activation``
+Apply = Callable[[str, Tensor], Tensor]
 
 
 def _identity(name: str, x: Tensor) -> Tensor:
     return x
+
+
+def hook_runner(model, fwd_hooks: FwdHooks) -> Apply:
+    """The ``fwd_hooks`` list resolved once against ``model.hook_dict`` (names and filters, as
+    ``run_with_hooks`` resolves them): at a point, each hook in list order is called as
+    TransformerLens calls it, ``hook(act, hook=hook_point)``; a ``None`` return keeps ``act``."""
+    if not fwd_hooks:
+        return _identity
+    points = model.hook_dict
+    for name, _ in fwd_hooks:
+        if isinstance(name, str) and name not in points:
+            raise KeyError(f"no hook point {name!r} on this model; accepted: a name in model.hook_dict or a filter")
+    at = {p: [fn for name, fn in fwd_hooks if (name == p if isinstance(name, str) else name(p))] for p in points}
+
+    def run(point: str, x: Tensor) -> Tensor:
+        for fn in at[point]:
+            out = fn(x, hook=points[point])
+            x = x if out is None else out
+        return x
+
+    return run
 
 
 def check_supported(model) -> None:
@@ -142,7 +177,7 @@ class SharedPattern:
     MAX_K = 16
     MAX_DENSE = 4096
 
-    def __init__(self, model, x0: Tensor, t: Transform, layer_mode, rows: int = 512):
+    def __init__(self, model, x0: Tensor, t: Apply, layer_mode, rows: int = 512):
         attn = model.blocks[0].attn
         L = x0.shape[1]
         q = t("blocks.0.attn.hook_q", project(x0, attn.W_Q, attn.b_Q))  # [1, L, h, dh]
@@ -194,14 +229,16 @@ class SharedPattern:
 def _attention_z(model, layer, resid, x_q, t, layer_mode, shared):
     """``hook_z`` of one layer: queries x_q [batch, qpos, d_model] over every position of resid."""
     attn, name = model.blocks[layer].attn, f"blocks.{layer}.attn"
-    v = t(f"{name}.hook_v", project(resid, attn.W_V, attn.b_V))  # [batch, pos, h, dh]
     if layer == 0 and model.cfg.n_layers > 1 and token_independent_scores(model):
         key = (resid.shape[1], id(model))
         if key not in shared:
             shared[key] = SharedPattern(model, resid[:1], t, layer_mode)
+        v = t(f"{name}.hook_v", project(resid, attn.W_V, attn.b_V))  # [batch, pos, h, dh]
         return t(f"{name}.hook_z", shared[key].z(v))
+    # hooks in TransformerLens's order: q, k, v, scores, pattern, z
     q = t(f"{name}.hook_q", project(x_q, attn.W_Q, attn.b_Q))  # [batch, qpos, h, dh]
     k = t(f"{name}.hook_k", project(resid, attn.W_K, attn.b_K))  # [batch, pos, h, dh]
+    v = t(f"{name}.hook_v", project(resid, attn.W_V, attn.b_V))  # [batch, pos, h, dh]
     q_ = einops.rearrange(q, "batch query_pos head_index d_head -> batch head_index query_pos d_head")
     k_ = einops.rearrange(k, "batch key_pos head_index d_head -> batch head_index d_head key_pos")
     scores = t(f"{name}.hook_attn_scores", q_ @ k_ / attn.attn_scale)  # [batch, h, qpos, kpos]
@@ -211,7 +248,7 @@ def _attention_z(model, layer, resid, x_q, t, layer_mode, shared):
     return t(f"{name}.hook_z", z)
 
 
-def _final(model, tokens: Tensor, t: Transform, shared: dict) -> Tensor:
+def _final(model, tokens: Tensor, t: Apply, shared: dict) -> Tensor:
     cfg = model.cfg
     L = tokens.shape[1]
     modes = attention.modes(model)
@@ -251,18 +288,20 @@ def final_logits(
     model,
     tokens: Int[Tensor, "batch pos"],
     *,
-    transform: Transform | None = None,
+    fwd_hooks: FwdHooks = (),
     chunk: int | None = None,
     cache: dict | None = None,
 ) -> Float[Tensor, "batch d_vocab_out"]:
     """``model(tokens)[:, -1]``, computed from the final query of the last layer.
 
-    ``transform(hook_name, activation)`` is applied at every hook point (module docstring);
+    ``fwd_hooks``: TransformerLens's ``[(name_or_filter, hook(act, hook))]``, as
+    ``model.run_with_hooks(tokens, fwd_hooks=...)[:, -1]`` (module docstring: the last layer's
+    hooks see the final query; scores hooks run before an attention mode reads them);
     ``chunk`` bounds memory (inputs per pass); ``cache``, a dict the caller keeps, shares a
-    token-independent first-layer pattern across calls with the same model and transform.
+    token-independent first-layer pattern across calls with the same model and hooks.
     """
     check_supported(model)
-    t = transform or _identity
+    t = hook_runner(model, fwd_hooks)
     shared = {} if cache is None else cache
     if chunk is not None and tokens.shape[0] > chunk:
         return torch.cat([_final(model, x, t, shared) for x in tokens.split(chunk)], dim=0)

@@ -126,13 +126,12 @@ def _run(model, inputs: list[list[int]]):
     tokens = torch.tensor(inputs, dtype=torch.long)
     kept = {}
 
-    def keep(name, x):
-        if name in ("blocks.0.attn.hook_pattern", "blocks.0.attn.hook_attn_scores"):
-            kept[name] = x
-        return x
+    def keep(act, hook):  # TransformerLens's hook signature
+        kept[hook.name] = act
 
     with torch.no_grad():
-        logits = forward.final_logits(model, tokens, transform=keep)
+        hooks = [(f"blocks.0.attn.hook_{name}", keep) for name in ("attn_scores", "pattern")]
+        logits = forward.final_logits(model, tokens, fwd_hooks=hooks)
     pattern = kept["blocks.0.attn.hook_pattern"][:, 0, -1]  # [batch, key_pos] of the final query
     scores = kept["blocks.0.attn.hook_attn_scores"][:, 0, -1]  # [batch, key_pos]
     return logits.argmax(-1).tolist(), pattern, scores

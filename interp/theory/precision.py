@@ -27,11 +27,12 @@ two hook points is float64, so p <= 52 is resolved exactly.
 Two forward passes compute this, and ``tests/theory/test_precision.py`` checks they agree:
 
 * :func:`hooked_final_logits` rounds through real TransformerLens hooks on ``model(tokens)``.
-* :func:`interp.core.forward.final_logits` with ``transform=``, the package's one evaluation pass:
+* :func:`interp.core.forward.final_logits` with ``fwd_hooks=``, the package's one evaluation pass:
   only the final query row of the last layer is computed (O(batch * pos * d) instead of
-  O(batch * pos^2 * d)), op for op as TransformerLens does it, calling the same per-hook
-  rounding on the same tensors; a token-independent first layer (case 5's construction
-  attends by position only) is computed once per batch, which makes n = 10^4 feasible.
+  O(batch * pos^2 * d)), op for op as TransformerLens does it, calling the same rounding hook
+  (``Format.round_hook(act, hook)``: TransformerLens's signature) on the same tensors; a
+  token-independent first layer (case 5's construction attends by position only) is computed
+  once per batch, which makes n = 10^4 feasible.
 
 Exact means: on every probe input the correct output is the unique maximum of the rounded
 logits (a tie counts as wrong). With ``reference=True`` (trained models) "correct" is the
@@ -59,7 +60,7 @@ from torch import Tensor
 
 from interp.core import tasks
 from interp.core.bounds import theorem_3_4_bound  # noqa: F401 - precision.theorem_3_4_bound, as before
-from interp.core.forward import Transform, final_logits
+from interp.core.forward import FwdHooks, final_logits, hook_runner
 from interp.theory.probe_inputs import ProbeSet, check_probes  # noqa: F401 - precision.ProbeSet, as before
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,10 @@ KINDS = ("fixed", "float")
 #: Largest p resolvable in float64 arithmetic (53-bit significand).
 MAX_BITS = {"fixed": 53, "float": 52}
 
+
+def at_every_hook(hook) -> FwdHooks:
+    """``fwd_hooks`` that put TransformerLens hook ``hook(act, hook)`` at every hook point."""
+    return [(lambda name: True, hook)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -109,8 +114,10 @@ class Format:
         scale = 2.0**self.bits
         return torch.ldexp(mantissa.mul_(scale).round_().div_(scale), exponent)
 
-    def transform(self) -> Transform:
-        return lambda name, x: self.round(x)
+    def round_hook(self, act: Tensor, hook) -> Tensor:
+        """A TransformerLens hook: ``act`` rounded to this format."""
+        return self.round(act)
+
 
 
 def int_bits_for(max_abs: float) -> int:
@@ -119,15 +126,15 @@ def int_bits_for(max_abs: float) -> int:
 
 
 class MaxAbs:
-    """A transform that records the largest |activation| per hook name and changes nothing."""
+    """A TransformerLens hook that records the largest |activation| per hook name and changes
+    nothing (put it at every point with :func:`at_every_hook`)."""
 
     def __init__(self):
         self.per_hook: dict[str, float] = {}
 
-    def __call__(self, name: str, x: Tensor) -> Tensor:
-        m = float(x.detach().abs().max()) if x.numel() else 0.0
-        self.per_hook[name] = max(self.per_hook.get(name, 0.0), m)
-        return x
+    def __call__(self, act: Tensor, hook) -> None:
+        m = float(act.detach().abs().max()) if act.numel() else 0.0
+        self.per_hook[hook.name] = max(self.per_hook.get(hook.name, 0.0), m)
 
     @property
     def value(self) -> float:
@@ -155,30 +162,27 @@ def max_abs_weight(model) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# forward passes: interp.core.forward.final_logits (transform=) and TransformerLens's own, hooked
+# forward passes: interp.core.forward.final_logits (fwd_hooks=) and TransformerLens's own, hooked
 
 
 def hooked_final_logits(
-    model, tokens: Int[Tensor, "batch pos"], transform: Transform | None = None
+    model, tokens: Int[Tensor, "batch pos"], fwd_hooks: FwdHooks = ()
 ) -> Float[Tensor, "batch d_vocab_out"]:
-    """``model(tokens)[:, -1]`` with transform applied through TransformerLens hooks.
-
-    The hook on ``hook_attn_scores`` is prepended, so attention modes read transformed scores;
-    every other hook runs after the modes' (the pattern is transformed after the mode set it).
-    The hooks are removed afterwards; the model's own (permanent) hooks stay.
+    """``model.run_with_hooks(tokens, fwd_hooks=fwd_hooks)[:, -1]``, except that hooks on
+    ``hook_attn_scores`` are prepended, so attention modes read the hooked scores (what
+    ``final_logits`` does); every other hook runs after the modes' (the pattern is hooked after
+    the mode set it). The hooks are removed afterwards; the model's own (permanent) hooks stay.
     """
-    if transform is None:
-        return model(tokens)[:, -1]
+    hook_runner(model, fwd_hooks)  # an unknown name: the KeyError final_logits raises
     added = []
-
-    def fn(x, hook):
-        return transform(hook.name, x)
-
     try:
         for name, hp in model.hook_dict.items():
-            before = list(hp.fwd_hooks)
-            hp.add_hook(fn, prepend=name.endswith("hook_attn_scores"))
-            added += [(hp, h) for h in hp.fwd_hooks if all(h is not b for b in before)]
+            fns = [fn for key, fn in fwd_hooks if (key == name if isinstance(key, str) else key(name))]
+            prepend = name.endswith("hook_attn_scores")
+            for fn in reversed(fns) if prepend else fns:  # list order either way
+                before = list(hp.fwd_hooks)
+                hp.add_hook(fn, prepend=prepend)
+                added += [(hp, h) for h in hp.fwd_hooks if all(h is not b for b in before)]
         return model(tokens)[:, -1]
     finally:
         for hp, handle in added:
@@ -207,30 +211,30 @@ def strict_correct(logits: Tensor, target: Tensor) -> Tensor:
 def check(
     model,
     probes,
-    transform: Transform | None = None,
+    fwd_hooks: FwdHooks = (),
     *,
     reference: list[Tensor] | None = None,
     stop_early: bool = True,
     method: str = "fast",
 ) -> Check:
-    """Is the model (with transform at every hook) exact on every probe input?
+    """Is the model (with ``fwd_hooks``: TransformerLens's list) exact on every probe input?
 
     ``reference`` (one tensor per chunk) replaces the answers: behaviour preservation.
     """
     check_probes(model, probes)
     cache: dict = {}
 
-    def forward(m, tokens, t):
+    def forward(m, tokens, hooks):
         if method == "fast":
-            return final_logits(m, tokens, transform=t, cache=cache)
-        return hooked_final_logits(m, tokens, t)
+            return final_logits(m, tokens, fwd_hooks=hooks, cache=cache)
+        return hooked_final_logits(m, tokens, hooks)
 
     total = wrong = 0
     first = None
     with torch.no_grad():
         for i, (tokens, answers) in enumerate(probes):
             target = answers if reference is None else reference[i]
-            ok = strict_correct(forward(model, tokens, transform), target)
+            ok = strict_correct(forward(model, tokens, fwd_hooks), target)
             total += len(ok)
             bad = int((~ok).sum())
             if bad and first is None:
@@ -293,9 +297,9 @@ def least_precision(
     with torch.no_grad():
         for tokens, answers in probes:
             if method == "fast":
-                logits = final_logits(base, tokens, transform=rec, cache=cache)
+                logits = final_logits(base, tokens, fwd_hooks=at_every_hook(rec), cache=cache)
             else:
-                logits = hooked_final_logits(base, tokens, rec)
+                logits = hooked_final_logits(base, tokens, at_every_hook(rec))
             total += len(answers)
             if reference:
                 refs.append(logits.argmax(-1))
@@ -309,7 +313,8 @@ def least_precision(
         if p not in evaluated:
             fmt = Format(kind, p, I)
             m = as_float64(base, fmt)
-            evaluated[p] = check(m, probes, fmt.transform(), reference=refs if reference else None, method=method).exact
+            hooks = at_every_hook(fmt.round_hook)
+            evaluated[p] = check(m, probes, hooks, reference=refs if reference else None, method=method).exact
             log.info("%s p=%d: %s", kind, p, evaluated[p])
         return evaluated[p]
 

@@ -59,3 +59,80 @@ def test_rejects_models_it_does_not_cover():
         cfg = HookedTransformerConfig(**{**base, **extra})
         with pytest.raises(ValueError, match=message):
             final_logits(HookedTransformer(cfg), torch.zeros(1, 4, dtype=torch.long))
+
+
+def _scale_embed(act, hook):  # TransformerLens's signature: a new activation
+    return act * 1.5
+
+
+def _zero_head_0(act, hook):  # in place, returns None (kept, as TransformerLens keeps it)
+    assert hook.name.endswith("hook_z")
+    act[:, :, 0] = 0.0
+
+
+def _knock_out_key_1(act, hook):  # blocks.0 pattern, every query: no weight on key 1
+    act = act.clone()
+    act[..., 1] = 0.0
+    return act
+
+
+@pytest.mark.parametrize("mode", ["leftmost", "softmax"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_tl_style_hooks_match_run_with_hooks(mode, dtype):
+    """final_logits(fwd_hooks=h) is model.run_with_hooks(tokens, fwd_hooks=h)[:, -1]: names,
+    filters, hooks returning None, several hooks on one point (in list order)."""
+    model = models.build_model(4, 5, 8, n_layers=2, d_mlp=8, seed=2)
+    model.to(dtype)
+    model.cfg.dtype = dtype
+    attention.set_attention(model, mode, beta=2.0)
+    tokens, _ = tasks.sample(4, 5, 16)
+    seen = []
+    hooks = [
+        ("hook_embed", _scale_embed),
+        (lambda name: name.endswith("hook_z"), _zero_head_0),
+        ("blocks.0.attn.hook_pattern", _knock_out_key_1),
+        ("blocks.1.hook_resid_post", lambda act, hook: act + 0.25),
+        ("blocks.1.hook_resid_post", lambda act, hook: act * 2.0),
+        (lambda name: name.startswith("blocks.1"), lambda act, hook: seen.append(hook.name)),
+    ]
+    ref = model.run_with_hooks(tokens, fwd_hooks=hooks)[:, -1]
+    names_tl, seen[:] = list(seen), []
+    fast = final_logits(model, tokens, fwd_hooks=hooks)
+    assert seen == names_tl  # the same points, in TransformerLens's order
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    torch.testing.assert_close(fast, ref, atol=tol, rtol=0)
+    assert not torch.allclose(fast, final_logits(model, tokens), atol=1e-3)  # the hooks did act
+    assert not any(hp.fwd_hooks for hp in model.hook_dict.values())  # nothing left behind
+
+
+def test_scores_hooks_run_before_the_mode_reads_them():
+    """A hook on hook_attn_scores: final_logits runs it where precision's rounding needs it, before
+    a hard mode reads the scores (TransformerLens's add_hook(prepend=True)); with plain
+    run_with_hooks the mode has kept the old scores and the pattern does not change."""
+    model = models.build_model(5, 5, 8, n_layers=1, seed=0)
+    attention.set_attention(model, "leftmost")
+    tokens, _ = tasks.sample(5, 5, 16)
+    point = "blocks.0.attn.hook_attn_scores"
+
+    def flip(act, hook):
+        return -act
+
+    fast = final_logits(model, tokens, fwd_hooks=[(point, flip)])
+    model.add_hook(point, flip, prepend=True)
+    try:
+        prepended = model(tokens)[:, -1]
+    finally:
+        model.reset_hooks()
+    torch.testing.assert_close(fast, prepended, atol=1e-5, rtol=0)
+    plain = model.run_with_hooks(tokens, fwd_hooks=[(point, flip)])[:, -1]
+    torch.testing.assert_close(plain, model(tokens)[:, -1], atol=0, rtol=0)
+    assert not torch.allclose(fast, plain, atol=1e-3)
+
+
+def test_an_unknown_hook_name_is_refused_as_transformer_lens_does():
+    model = models.build_model(1, 4, 4, seed=0)
+    tokens, _ = tasks.sample(1, 4, 2)
+    with pytest.raises(KeyError):
+        model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.hook_nothing", _scale_embed)])
+    with pytest.raises(KeyError, match="blocks.0.hook_nothing"):
+        final_logits(model, tokens, fwd_hooks=[("blocks.0.hook_nothing", _scale_embed)])

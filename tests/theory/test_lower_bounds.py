@@ -48,7 +48,7 @@ def test_report_on_a_random_model():
     assert r.bits == row["p_fixed"]
     for bits, same in [(r.bits, True), (r.bits - 1, False)]:
         fmt = P.Format("fixed", bits, r.int_bits)
-        logits = P.hooked_final_logits(P.as_float64(model, fmt), tokens, fmt.transform())
+        logits = P.hooked_final_logits(P.as_float64(model, fmt), tokens, P.at_every_hook(fmt.round_hook))
         assert bool(P.strict_correct(logits, ref).all()) == same
 
 

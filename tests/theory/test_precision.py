@@ -80,8 +80,8 @@ def test_fast_path_equals_transformer_lens_hooks(kind, bits):
         torch.testing.assert_close(forward.final_logits(m, tokens), m(tokens)[:, -1], rtol=0, atol=1e-12)
         fmt = P.Format(kind, bits, 3 if kind == "fixed" else 0)
         mr = P.as_float64(m, fmt)
-        fast = forward.final_logits(mr, tokens, transform=fmt.transform())
-        hooked = P.hooked_final_logits(mr, tokens, fmt.transform())
+        fast = forward.final_logits(mr, tokens, fwd_hooks=P.at_every_hook(fmt.round_hook))
+        hooked = P.hooked_final_logits(mr, tokens, P.at_every_hook(fmt.round_hook))
         assert torch.equal(fast, hooked), label
         assert not any(h for hp in mr.hook_dict.values() for h in hp.fwd_hooks if not h.is_permanent)
 
@@ -90,8 +90,8 @@ def test_every_hook_is_visited():
     m = P.as_float64(softmax_construction.build(3))
     tokens, _ = tasks.sample(5, 3, 4)
     seen_fast, seen_hooks = P.MaxAbs(), P.MaxAbs()
-    forward.final_logits(m, tokens, transform=seen_fast)
-    P.hooked_final_logits(m, tokens, seen_hooks)
+    forward.final_logits(m, tokens, fwd_hooks=P.at_every_hook(seen_fast))
+    P.hooked_final_logits(m, tokens, P.at_every_hook(seen_hooks))
     assert set(seen_fast.per_hook) == set(seen_hooks.per_hook)
     assert {"hook_embed", "blocks.0.attn.hook_attn_scores", "blocks.0.attn.hook_pattern", "blocks.0.mlp.hook_pre",
             "blocks.0.hook_resid_mid", "unembed.hook_out"} <= set(seen_hooks.per_hook)
@@ -104,13 +104,12 @@ def test_scores_are_rounded_before_the_hard_mode_reads_them():
     fmt = P.Format("fixed", 8, 1)
     seen = {}
 
-    def record(name, x):
-        y = fmt.round(x)
-        seen[name] = y
-        return y
+    def record(act, hook):
+        seen[hook.name] = fmt.round(act)
+        return seen[hook.name]
 
     tokens, _ = tasks.sample(3, 5, 8)
-    P.hooked_final_logits(P.as_float64(m, fmt), tokens, record)
+    P.hooked_final_logits(P.as_float64(m, fmt), tokens, P.at_every_hook(record))
     scores = seen["blocks.0.attn.hook_attn_scores"]
     assert torch.equal(scores, fmt.round(scores))  # what the mode saw was on the 2^-6 grid
     expected = attention.pattern_from_scores(scores, "leftmost")
@@ -148,7 +147,7 @@ def test_least_precision_against_hooked_model(case, n, kind):
     answers = torch.tensor([tasks.evaluate(case, n, t) for t in tokens.tolist()])
     for bits, exact in [(r.bits, True), (r.bits - 1, False)]:  # TransformerLens with hooks, from scratch
         fmt = P.Format(kind, bits, r.int_bits)
-        logits = P.hooked_final_logits(P.as_float64(model, fmt), tokens, fmt.transform())
+        logits = P.hooked_final_logits(P.as_float64(model, fmt), tokens, P.at_every_hook(fmt.round_hook))
         assert bool(P.strict_correct(logits, answers).all()) == exact
     assert P.least_precision(model, probes, kind, method="hooks", int_bits=r.int_bits).bits == r.bits
 
