@@ -20,16 +20,24 @@ import time
 
 import torch
 
-from interp.core import attention, verify
+from interp.core import attention, limits, tasks, verify
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-# cases 2-3 have n*n + n pair tokens: TransformerLens allocates that W_E before it is replaced
-# by the two tables, so their grid stops at 2^13 (67M rows; 2^12 in float64)
-TOP = {1: 2**14, 2: 2**13, 3: 2**13, 4: 2**14, 5: 2**12}
-# float64 separates angles down to ~1e-16: no failure is expected on a grid we can afford, and
-# the table says "none up to the grid top" (build refuses beyond it all the same)
-TOP64 = {1: 2**14, 2: 2**12, 3: 2**12, 4: 2**14, 5: 2**12}
 CACHE = ROOT / "experiments" / "precision" / "partial.json"  # resumable: finished rows
+
+
+def top(case: int, dtype: torch.dtype) -> int:
+    """The grid's top for a construction, from its task. Pair tokens (cases 2-3) have n*n + n
+    of them: TransformerLens allocates that W_E before the two tables replace it, so their grid
+    stops at 2^13 (67M rows; 2^12 in float64); two layers (case 5) attend from every position,
+    2^12. float64 separates angles down to ~1e-16: no failure is expected on a grid we can
+    afford, and the table says "none up to the grid top" (build refuses beyond it all the same)."""
+    task = tasks.get(case)
+    if task.paper.layers > 1:
+        return 2**12
+    if task.same_position:
+        return 2**13 if dtype == torch.float32 else 2**12
+    return 2**14
 
 
 def grid(top: int) -> list[int]:
@@ -48,19 +56,22 @@ def exact(case: int, n: int, dtype: torch.dtype) -> bool:
 def main() -> None:
     results = json.loads(CACHE.read_text()) if CACHE.exists() else []
     for dtype in (torch.float32, torch.float64):
-        for case in (1, 2, 3, 4, 5):
+        cases, skipped = limits.with_construction()  # every registered one that has a construction
+        for line in skipped:
+            print(line, file=sys.stderr, flush=True)
+        for case in cases:
             if any(r["case"] == case and r["dtype"] == str(dtype)[6:] for r in results):
                 continue
             start, last_ok, first_bad = time.perf_counter(), None, None
-            top = (TOP if dtype == torch.float32 else TOP64)[case]
-            for n in grid(top):
+            grid_top = top(case, dtype)
+            for n in grid(grid_top):
                 if exact(case, n, dtype):
                     last_ok = n
                 else:
                     first_bad = n
                     break
-            row = dict(case=case, layers=2 if case == 5 else 1, dtype=str(dtype)[6:],
-                       exact_up_to=last_ok, first_failure=first_bad, grid_top=top,
+            row = dict(case=case, layers=limits.default_layers(case), dtype=str(dtype)[6:],
+                       exact_up_to=last_ok, first_failure=first_bad, grid_top=grid_top,
                        seconds=round(time.perf_counter() - start, 1))
             print(row, file=sys.stderr, flush=True)
             results.append(row)

@@ -95,7 +95,11 @@ def verify_step(ctx: Context) -> dict:
 
     from interp.cli.verify import format_table
     from interp.core import verify
+    from interp.core.limits import with_construction
 
+    skipped = with_construction()[1]  # presentations without a construction: one line each
+    for line in skipped:
+        ctx.say(f"verify: {line}")
     plan = verify.default_plan(quick=not ctx.full)
     rows = []
     with tqdm(total=len(plan), desc="verify", unit="row", disable=not ctx.progress,
@@ -110,8 +114,9 @@ def verify_step(ctx: Context) -> dict:
         path,
         "# Constructions vs the reference evaluator\n\n"
         f"{len(rows) - len(wrong)} of {len(rows)} checks exact "
-        f"(`interp verify{'' if ctx.full else ' --quick'}`).\n\n```\n"
-        + format_table(rows) + "\n```\n"
+        f"(`interp verify{'' if ctx.full else ' --quick'}`).\n\n"
+        + "".join(f"{line}.\n" for line in skipped) + ("\n" if skipped else "")
+        + "```\n" + format_table(rows) + "\n```\n"
     )
     if wrong:
         raise RuntimeError(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import torch
 
 from interp.core import tasks
+from interp.core.limits import with_construction
 from interp.core.verify import EXHAUSTIVE_LIMIT, PLANS, VerifyRow, default_plan, verify
 
 
@@ -37,7 +39,7 @@ def plan_from_args(args) -> list[dict]:
         if args.quick:
             raise ValueError("--quick picks the small default plan; with --case/--n it would be "
                              "ignored: drop one")
-        cases = args.case or list(tasks.CASES)
+        cases = with_construction(args.case or None)[0]  # the others: a line each, in run()
         ns = args.n or [100]
         plan = [
             dict(case=c, n=n, plan=args.plan or "random",
@@ -76,6 +78,8 @@ def run(args) -> int:
     from tqdm import tqdm
 
     plan = plan_from_args(args)
+    for line in with_construction(args.case or None)[1]:  # after plan_from_args's refusals
+        print(line, file=sys.stderr)
     rows = []
     with tqdm(total=len(plan), unit="row", desc="verify", disable=args.json) as bar:
         for spec in plan:

@@ -6,6 +6,12 @@ only), :class:`PairTokens` (cases 2-3: one token per key-value pair) and :class:
 (cases 4-5: key and value at 2j and 2j + 1). A :class:`interp.core.tasks.Task` is one of these
 plus its case, name, key order (``permuted``) and constructions; use it through
 :mod:`interp.core.tasks` (the layout table is in its docstring).
+
+A layout is the one source of position facts: :meth:`Layout.key_positions`,
+:meth:`Layout.value_positions`, :meth:`Layout.query_pos` and, for the constructions' named
+mechanisms, :meth:`Layout.construction_targets` (where each layer attends). The fast engine's
+data, hooks, probes and views read them; a new family (or a subclass that moves a token) says
+them once here.
 """
 
 from __future__ import annotations
@@ -74,7 +80,9 @@ class Layout(abc.ABC):
     case: int
     permuted: bool
     same_position: ClassVar[bool] = False  # key and value in one pair token (cases 2-3)
-    consecutive: ClassVar[bool] = False  # key and value at positions 2j, 2j + 1 (cases 4-5)
+    # key and value in tokens of their own at consecutive positions (cases 4-5: 2j and 2j + 1;
+    # which comes first is key_pos / value_pos's to say, never this flag's)
+    consecutive: ClassVar[bool] = False
 
     # ---- where things are (the subclasses)
 
@@ -138,6 +146,37 @@ class Layout(abc.ABC):
         """:meth:`key_pos` of every slot (None in case 1)."""
         pos = [self.key_pos(n, j) for j in range(check_n(n))]
         return None if pos[0] is None else torch.tensor(pos, dtype=torch.long)
+
+    def moves_keys_first(self, n_layers: int) -> bool:
+        """Does the construction with ``n_layers`` layers first move each key onto its value's
+        position (layer 0) before the last layer matches? Permuted keys in tokens of their own
+        and two layers: Theorem 3.8 (case 5)."""
+        return self.permuted and self.consecutive and n_layers == 2
+
+    def key_move_positions(self, n: int) -> Int[Tensor, "pos"]:
+        """Per query position, where a keys-first layer 0 attends: the key position of the slot
+        the position belongs to (its key's or its value's token); the query attends itself.
+        Case 5: ``2 * (p // 2)``."""
+        out = torch.arange(self.seq_len(n))
+        keys = self.key_positions(n)
+        if keys is not None:
+            out[self.value_positions(n)] = keys
+        return out
+
+    def construction_targets(self, n: int, n_layers: int, keys: Int[Tensor, "batch n"],
+                             target: Int[Tensor, "batch"]) -> Int[Tensor, "layer batch query_pos"]:
+        """Per layer and query position, the position the construction attends (-1: no claim).
+
+        The last layer claims the final query only: the value position of the slot whose key is
+        the target. With :meth:`moves_keys_first`, layer 0 claims every query
+        (:meth:`key_move_positions`). Other layers make no claim."""
+        batch, pos, dev = target.shape[0], self.seq_len(n), target.device
+        out = torch.full((n_layers, batch, pos), -1, dtype=torch.long, device=dev)
+        slot = (keys == target[:, None]).int().argmax(dim=1)
+        out[-1, :, -1] = self.value_positions(n).to(dev)[slot]
+        if self.moves_keys_first(n_layers):
+            out[0] = self.key_move_positions(n).to(dev).expand(batch, pos)
+        return out
 
     @property
     def keys_by_position(self) -> bool:

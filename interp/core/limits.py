@@ -25,9 +25,32 @@ DTYPES = (torch.float32, torch.float64)
 EXACT_UP_TO: dict[tuple[int, int, torch.dtype], int] = {}
 
 
+def with_construction(cases=None) -> tuple[list[int], list[str]]:
+    """The cases among ``cases`` (default: every registered one) whose task has the paper's
+    construction (:attr:`interp.core.tasks.Task.paper`), and one line per case skipped: what
+    ``interp verify``, ``precision`` and ``run`` (and the precision measurement) go through."""
+    kept, skipped = [], []
+    for case in tasks.CASES if cases is None else cases:
+        task = tasks.get(case)
+        if task.paper is None:
+            skipped.append(f"case {case} ({task.name}): no construction, skipped")
+        else:
+            kept.append(case)
+    return kept, skipped
+
+
+def construction(case: int) -> "tasks.Paper":
+    """The task's :class:`interp.core.tasks.Paper`; a ValueError naming the cases that have one."""
+    paper = tasks.get(case).paper
+    if paper is None:
+        raise ValueError(f"case {case} ({tasks.get(case).name}) has no construction; accepted: "
+                         f"one of {tuple(with_construction()[0])}")
+    return paper
+
+
 def default_layers(case: int) -> int:
     """Layers of the paper's construction for ``case`` (:attr:`interp.core.tasks.Task.paper`)."""
-    return tasks.get(case).paper.layers
+    return construction(case).layers
 
 
 def check_buildable(
@@ -37,7 +60,7 @@ def check_buildable(
     """Raise a ValueError, before any work, when ``build(case, n, dtype=dtype)`` would refuse:
     a bad case, n, dtype or layer count, n beyond the measured limit (with ``check_precision``),
     or weights larger than half of this machine's memory."""
-    paper = tasks.get(case).paper
+    paper = construction(case)
     tasks.check_n(n)
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype}; accepted: one of {DTYPES}")
@@ -73,7 +96,7 @@ def weight_bytes(case: int, n: int, dtype: torch.dtype = torch.float32) -> int:
     (n*n + n)-row W_E exists once before the pair tables replace it)."""
     task = tasks.get(case)
     rows = task.d_vocab(n) + task.seq_len(n) + n  # W_E, W_pos, W_U
-    return rows * task.paper.d_model * torch.finfo(dtype).bits // 8
+    return rows * construction(case).d_model * torch.finfo(dtype).bits // 8
 
 
 #: The largest value the paper's sweeps give each field that sets a training step's size

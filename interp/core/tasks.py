@@ -38,7 +38,7 @@ import functools
 import itertools
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from inspect import Parameter, signature
 from typing import Callable, Sequence
 
@@ -58,7 +58,8 @@ def check_key_order(key_order: str) -> str:
         raise ValueError(f"key_order={key_order!r}; accepted: one of {KEY_ORDERS}")
     return key_order
 
-CASES = (1, 2, 3, 4, 5)
+#: the registered presentations' case numbers (the paper's 1-5, then :func:`register`'s)
+CASES: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 
 def check_case(case: int) -> int:
@@ -79,7 +80,7 @@ class Paper:
 
 
 #: per case, construction name -> ``builder(task, n, dtype) -> HookedTransformer``
-_BUILDERS: dict[int, dict[str, Callable]] = {case: {} for case in CASES}
+_BUILDERS: dict[int, dict[str, Callable]] = {}
 
 
 def register_builder(name: str, *cases: int):
@@ -89,7 +90,7 @@ def register_builder(name: str, *cases: int):
 
     def register(fn):
         for case in cases:
-            old = _BUILDERS[check_case(case)].get(name)
+            old = _BUILDERS.setdefault(check_case(case), {}).get(name)
             same = old is not None and (old.__module__, old.__qualname__) == (fn.__module__, fn.__qualname__)
             if old is not None and not same:  # (a module imported twice registers itself again)
                 raise ValueError(f"case {case} already has a construction {name!r} ({old.__qualname__})")
@@ -107,7 +108,7 @@ class Task(layouts.Layout):
     case: int
     name: str
     permuted: bool  # keys in a fresh random order per input (else k_j = j, or no keys)
-    paper: Paper
+    paper: Paper | None = None  # None: no construction (verify, precision and run skip it)
 
     def sample_keys(self, n: int, batch: int, *, generator=None, device=None,
                     key_order: str = "sequence") -> Int[Tensor, "batch n"]:
@@ -182,20 +183,24 @@ class Task(layouts.Layout):
     @property
     def builders(self) -> dict[str, Callable]:
         """The constructions registered for this task (:func:`register_builder`), by name."""
-        return dict(_BUILDERS[self.case])
+        return dict(_BUILDERS.get(self.case, {}))
 
     def builder(self, name: str = "paper") -> Callable:
         """The registered construction ``name``; a ValueError listing the registered ones."""
-        if name not in _BUILDERS[self.case]:
+        if name not in self.builders:
             raise ValueError(f"case {self.case} has no construction {name!r}; accepted: one of "
-                             f"{sorted(_BUILDERS[self.case])}")
+                             f"{sorted(self.builders)}")
         return _BUILDERS[self.case][name]
 
     def __repr__(self) -> str:
         return f"Task(case={self.case}, {self.name!r})"
 
-    def __reduce__(self):  # pickle and deepcopy give back the registry's object
-        return get, (self.case,)
+    def __reduce__(self):
+        """pickle and deepcopy give back the registry's object: the paper's by case number, a
+        registered one by value, registered again where it is unpickled (a sweep's worker)."""
+        if _PAPER.get(self.case) is self:
+            return get, (self.case,)
+        return _registered, (type(self), tuple(getattr(self, f.name) for f in fields(self)))
 
 
 class NoKeys(layouts.NoKeys, Task):
@@ -210,7 +215,8 @@ class Consecutive(layouts.Consecutive, Task):
     """Cases 4 and 5."""
 
 
-TASKS: dict[int, Task] = {
+#: the paper's five presentations
+_PAPER: dict[int, Task] = {
     1: NoKeys(1, "no keys", False, Paper("3.2", 1, 4)),
     2: PairTokens(2, "same position, ordered keys", False, Paper("3.1", 1, 4)),
     3: PairTokens(3, "same position, permuted keys", True, Paper("3.1", 1, 4)),
@@ -218,16 +224,65 @@ TASKS: dict[int, Task] = {
     5: Consecutive(5, "consecutive, permuted keys", True, Paper(
         "3.8", 2, 7, "Theorem 3.6: no one-layer hard-attention transformer does case 5 for n >= 4")),
 }
+#: every registered presentation by case: the paper's, then :func:`register`'s
+TASKS: dict[int, Task] = dict(_PAPER)
 #: Cases whose keys are permuted per input (the others have keys 0..n-1 in order, or none).
 PERMUTED = tuple(c for c, t in TASKS.items() if t.permuted)
 #: Cases that store key and value in one token (pair tokens).
 SAME_POSITION = tuple(c for c, t in TASKS.items() if t.same_position)
-#: Cases that store key and value in consecutive positions.
+#: Cases that store key and value in tokens of their own at consecutive positions.
 CONSECUTIVE = tuple(c for c, t in TASKS.items() if t.consecutive)
 
 
+def _refresh() -> None:
+    global CASES, PERMUTED, SAME_POSITION, CONSECUTIVE
+    CASES = tuple(sorted(TASKS))
+    PERMUTED = tuple(c for c in CASES if TASKS[c].permuted)
+    SAME_POSITION = tuple(c for c in CASES if TASKS[c].same_position)
+    CONSECUTIVE = tuple(c for c in CASES if TASKS[c].consecutive)
+
+
+def register(task: Task) -> Task:
+    """Add a presentation from outside the package: a :class:`Task` of a layout family here
+    (:class:`NoKeys`, :class:`PairTokens`, :class:`Consecutive`, or a subclass of one that moves
+    its tokens) or of a new one (a :class:`interp.core.layouts.Layout` subclass mixed with Task),
+    under a case number >= 1 that no other holds. Sampling, both engines, sweeps (a worker
+    registers it again when it unpickles it), probes and views then take it; without a
+    construction (``paper=None``) verify, precision and run skip it. :func:`unregister` undoes it."""
+    if not isinstance(task, Task):
+        raise ValueError(f"task={task!r}; accepted: an interp.core.tasks.Task")
+    case = task.case
+    if isinstance(case, bool) or not isinstance(case, int) or case < 1:
+        raise ValueError(f"task.case={case!r}; accepted: an integer >= 1")
+    if case in TASKS:
+        if TASKS[case] == task:
+            return TASKS[case]
+        raise ValueError(f"case {case} is already {TASKS[case]!r}; accepted: a case number not in "
+                         f"{CASES}")
+    TASKS[case] = task
+    _refresh()
+    return task
+
+
+def unregister(case: int) -> Task:
+    """Remove a presentation added by :func:`register` (and its constructions); the paper's
+    five stay. Returns the task removed."""
+    if check_case(case) in _PAPER:
+        raise ValueError(f"case {case} is one of the paper's presentations; accepted: a case "
+                         f"added by register(), one of {tuple(c for c in CASES if c not in _PAPER)}")
+    _BUILDERS.pop(case, None)
+    task = TASKS.pop(case)
+    _refresh()
+    return task
+
+
+def _registered(cls, values: tuple) -> Task:
+    """Unpickle a registered task: the registry's object, registering it where it is missing."""
+    return register(cls(*values))
+
+
 def get(case: int) -> Task:
-    """The presentation with this case number (1-5)."""
+    """The presentation with this case number (1-5, or one :func:`register` added)."""
     return TASKS[check_case(case)]
 
 

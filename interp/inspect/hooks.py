@@ -24,6 +24,10 @@ case slot_pos[j]    keys[j]                      where the construction attends
                                                  last layer: 2j + 1 with k_j = i* (Thm 3.8)
 ==== ============== ============================ ===================================
 
+The table is what :class:`interp.core.tasks.Task` says (``value_positions``, ``key_positions``,
+``construction_targets``): nothing here computes a position of its own, so a presentation
+registered from outside the package (:func:`interp.core.tasks.register`) is read the same way.
+
 A one-layer model must read the answer from the position that carries f(i*), so for a model of
 any depth the last layer's final query is compared with the slot whose key is i*. For case 5
 with two layers, layer 1 is compared at every query position with the key position 2 (p // 2)
@@ -56,8 +60,8 @@ def check_model(model, *, case: int | None = None, n: int | None = None) -> tupl
 
 def moves_keys_first(task: tasks.Task, n_layers: int) -> bool:
     """Does the construction's first layer move each key onto its value's position before the
-    last layer matches (case 5 with two layers, Theorem 3.8)?"""
-    return task.permuted and task.consecutive and n_layers == 2  # not on tasks.Task (yet)
+    last layer matches (case 5 with two layers, Theorem 3.8)? :meth:`tasks.Task.moves_keys_first`."""
+    return task.moves_keys_first(n_layers)
 
 
 def sample_inputs(
@@ -137,18 +141,14 @@ def read(case: int, n: int, tokens) -> TaskView:
 def construction_targets(
     case: int, n: int, n_layers: int, tokens
 ) -> Int[Tensor, "layer batch query_pos"]:
-    """Per layer and query position, the key position the construction attends (-1: no claim).
+    """Per layer and query position, the key position the construction attends (-1: no claim):
+    :meth:`tasks.Task.construction_targets` of the tokens' keys and targets.
 
     The last layer claims only the final query (the slot with k_j = i*); for case 5 with two
     layers, layer 0 claims every query p -> 2 (p // 2). Other layers make no claim.
     """
     view = read(case, n, tokens)
-    batch, pos = view.tokens.shape
-    out = torch.full((n_layers, batch, pos), -1, dtype=torch.long)
-    out[-1, :, -1] = view.attended
-    if moves_keys_first(tasks.get(case), n_layers):
-        out[0] = (2 * (torch.arange(pos) // 2)).expand(batch, pos)
-    return out
+    return tasks.get(case).construction_targets(n, n_layers, view.keys, view.target)
 
 
 def attention_patterns(

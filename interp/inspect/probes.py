@@ -206,7 +206,7 @@ def embedding_tables(model, *, case: int | None = None,
             out["pos_key"] = (W_pos[task.key_positions(n)], k)
             out["pos_value"] = (W_pos[task.value_positions(n)], k)
         else:
-            out["pos"] = (W_pos[:n], k)
+            out["pos"] = (W_pos[task.value_positions(n)], k)
     return out
 
 

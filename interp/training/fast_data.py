@@ -8,6 +8,8 @@ tokens). Used by :mod:`interp.training.fast_ensemble` and :mod:`interp.training.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 from jaxtyping import Float, Int
@@ -85,18 +87,45 @@ def sample_indices(
         keys = np.broadcast_to(np.arange(n), shape)
     else:
         answers[:] = values[rows, np.argmax(keys == target[:, None], axis=1)]
-    if task.same_position:
-        J[0, :, :n] = keys
-        J[1, :, :n] = values + n
-        J[1, :, n] = 2 * n
-    elif task.consecutive:
-        J[0, :, 0 : 2 * n : 2] = keys
-        J[0, :, 1 : 2 * n : 2] = values
-    else:  # no keys (case 1): the values in slot order
-        J[0, :, :n] = values
-    J[0, :, P - 1] = target
+    _fill(J, _positions(task, n), task.same_position, n, keys, values, target)
     if out is None:
         return torch.from_numpy(J), torch.from_numpy(answers)
+    return out
+
+
+def _fill(J: np.ndarray, positions: tuple, pairs: bool, n: int, keys, values, target) -> None:
+    """Write the rows of keys, values and target at the task's positions into J [K, batch, pos]:
+    a pair token's key row in the key table and its value row after n (query: row 2n), or a
+    token of its own, whose id is the row."""
+    key_pos, value_pos, query = positions
+    if pairs:
+        J[0][:, key_pos] = keys
+        J[1][:, value_pos] = values + n
+        J[1, :, query] = 2 * n
+    else:
+        if key_pos is not None:
+            J[0][:, key_pos] = keys
+        J[0][:, value_pos] = values
+    J[0, :, query] = target
+
+
+@functools.lru_cache(maxsize=None)
+def _positions(task: tasks.Task, n: int) -> tuple[np.ndarray | None, np.ndarray, int]:
+    """The task's key positions (None: no key tokens), value positions and query position
+    (:class:`tasks.Task`, the one source), once per (task, n); checked against the task's own
+    tokens of one table, so a layout whose tokens are not its keys and values at those
+    positions (nor pair tokens) is refused by name, never trained on the wrong data."""
+    keys = task.key_positions(n)
+    out = (None if keys is None else keys.numpy(), task.value_positions(n).numpy(), task.query_pos(n))
+    k = (torch.arange(n).roll(1) if task.permuted else torch.arange(n))[None]
+    v = (torch.arange(n) * 7 + 3)[None] % n
+    J = np.zeros((2 if task.same_position else 1, 1, task.seq_len(n)), np.int64)
+    _fill(J, out, task.same_position, n, k.numpy(), v.numpy(), n - 1)
+    tokens = task.layout(n, k, v, torch.tensor([n - 1]))
+    if not np.array_equal(J, token_indices(task.same_position, n, tokens).numpy()):
+        raise ValueError(f"{task!r}: its tokens are not its keys and values at key_positions / "
+                         "value_positions (nor pair tokens), which the fast engine reads; train "
+                         "it with engine='reference'")
     return out
 
 

@@ -182,3 +182,19 @@ def test_the_atlas_step_maps_the_small_demo_grid_by_default(tmp_path):
     assert all(c.max_steps <= 1500 and c.batch_size <= 256 and c.d_mlp == 0 for c in sw.configs)
     tiny = [tmp_path / "tiny"]
     assert pipeline.atlas_jobs(tmp_path, tiny) == pipeline.default_jobs(False, tmp_path, tiny)
+
+
+def test_the_verify_step_skips_a_presentation_without_a_construction(tmp_path, monkeypatch):
+    """interp run's verify step names a registered presentation that has no construction."""
+    from interp.core import verify
+
+    monkeypatch.setattr(verify, "default_plan", lambda quick: [dict(case=4, n=3, plan="exhaustive", function="any")])
+    task = tasks.register(tasks.Consecutive(101, "consecutive, permuted keys, no construction", True))
+    try:
+        ctx = pipeline.Context(out=tmp_path, full=False, workers=1, progress=False, sweeps=[])
+        record = pipeline.run_pipeline(ctx, ["verify"])
+    finally:
+        tasks.unregister(task.case)
+    assert record["verify"]["output"]["checks"] == 1
+    text = (tmp_path / "verify.md").read_text()
+    assert "case 101 (consecutive, permuted keys, no construction): no construction, skipped." in text

@@ -170,7 +170,7 @@ def test_out_refused_before_training_unless_force_on_an_earlier_run(tmp_path, ca
         (["--out", str(tmp_path / "file")], f"--out {tmp_path / 'file'} is a file"),
         (["--out", "."], "--out . is the current folder or holds it"),
         (["--out", ".."], "--out .. is the current folder or holds it"),
-        (["--out", str(tmp_path / "new"), "--case", "9"], "case=9"),
+        (["--out", str(tmp_path / "new"), "--case", "-1"], "case=-1"),
         (["--out", str(tmp_path / "new"), "--pe", "sideways"], "sideways"),
     ):
         assert main(["train", *TINY, "--steps", "5", *args]) == 2

@@ -177,7 +177,7 @@ def test_case5_one_layer_cites_theorem_3_6():
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        (dict(case=7, n=3), "case=7"),
+        (dict(case=-1, n=3), "case=-1"),
         (dict(case=1, n=0), "n=0"),
         (dict(case=1, n=3, attention="hard"), "attention='hard'"),
         (dict(case=1, n=3, dtype=torch.float16), "dtype"),

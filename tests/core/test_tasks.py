@@ -124,7 +124,7 @@ def test_count_inputs_matches_the_paper():
 @pytest.mark.parametrize(
     "call,match",
     [
-        (lambda: tasks.encode(6, None, [0, 1], 0), "case=6"),
+        (lambda: tasks.encode(-1, None, [0, 1], 0), "case=-1"),
         (lambda: tasks.encode(3, [0, 0, 1], [0, 1, 2], 0), "not a permutation"),
         (lambda: tasks.encode(3, None, [0, 1, 2], 0), "keys=None"),
         (lambda: tasks.encode(2, [1, 0, 2], [0, 1, 2], 0), "in order"),
@@ -311,3 +311,52 @@ def test_every_task_has_its_registered_constructions():
         tasks.get(2).builder("theorem35")
     with pytest.raises(ValueError, match="already has a construction 'paper'"):
         tasks.register_builder("paper", 1)(lambda task, n, dtype: None)
+
+
+#: where the paper's constructions attend, written from its theorems (the table in hooks.py):
+#: the value of the slot whose key is i* sits at j (cases 1-3) or 2j + 1 (cases 4-5)
+PAPER_VALUE_POS = {1: lambda j: j, 2: lambda j: j, 3: lambda j: j, 4: lambda j: 2 * j + 1, 5: lambda j: 2 * j + 1}
+
+
+@pytest.mark.parametrize("case", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("n_layers", [1, 2])
+def test_construction_targets_are_the_tasks_own_positions(case, n_layers):
+    """Task.construction_targets against the theorems: the last layer's final query attends the
+    matching slot's value; case 5 with two layers sends every p to 2 (p // 2) in layer 0."""
+    task, n = tasks.get(case), 5
+    tokens, _ = task.sample(n, 16, generator=torch.Generator().manual_seed(case))
+    keys, _, target = task.read(n, tokens)
+    got = task.construction_targets(n, n_layers, keys, target)
+    L = task.seq_len(n)
+    for b, row in enumerate(tokens.tolist()):
+        ks, _, t = task.decode(n, row)
+        last = [-1] * (L - 1) + [PAPER_VALUE_POS[case](ks.index(t))]
+        first = [2 * (p // 2) for p in range(L)] if (case, n_layers) == (5, 2) else [-1] * L
+        assert got[-1, b].tolist() == last
+        if n_layers == 2:
+            assert got[0, b].tolist() == first
+    assert task.moves_keys_first(n_layers) == ((case, n_layers) == (5, 2))
+
+
+def test_register_adds_a_presentation_that_pickles_by_value():
+    import pickle
+
+    task = tasks.Consecutive(101, "consecutive, permuted keys, registered", True)
+    assert tasks.register(task) is task
+    try:
+        assert tasks.get(101) is task and tasks.CASES[-1] == 101 and 101 in tasks.PERMUTED
+        assert tasks.register(tasks.Consecutive(101, "consecutive, permuted keys, registered", True)) is task
+        data = pickle.dumps(task)
+        assert pickle.loads(data) is task
+        with pytest.raises(ValueError, match="case 101 is already"):
+            tasks.register(tasks.Consecutive(101, "another", False))
+        with pytest.raises(ValueError, match="one of the paper's"):
+            tasks.unregister(5)
+    finally:
+        tasks.unregister(101)
+    assert 101 not in tasks.CASES and tasks.CASES == (1, 2, 3, 4, 5)
+    assert pickle.loads(data) == task and tasks.get(101) == task  # a worker registers it again
+    tasks.unregister(101)
+    for bad in (0, -1, True, "6"):
+        with pytest.raises(ValueError, match="task.case="):
+            tasks.register(tasks.NoKeys(bad, "bad", False))

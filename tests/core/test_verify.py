@@ -51,7 +51,7 @@ def test_cli_table_and_failure_exit_code(capsys):
 
 @pytest.mark.parametrize(
     "argv,match",
-    [(["verify", "--case", "9"], "case=9"), (["verify", "--case", "5", "--n", "9", "--plan", "exhaustive"], "at most"),
+    [(["verify", "--case", "-1"], "case=-1"), (["verify", "--case", "5", "--n", "9", "--plan", "exhaustive"], "at most"),
      (["verify", "--case", "1", "--n", "0"], "n=0"), (["verify", "--case", "1", "--attention", "hard"], "attention='hard'")],
 )
 def test_cli_bad_input(argv, match, capsys):
@@ -67,3 +67,27 @@ def test_python_dash_m_entry_point():
     ).stdout
     (row,) = json.loads(out)
     assert row["inputs"] == tasks.count_inputs(2, 4, "any") and row["accuracy"] == 1.0
+
+
+@pytest.fixture
+def no_construction():
+    """A presentation registered without a construction (case 5's layout under another
+    number); unregistered at the end."""
+    task = tasks.register(tasks.Consecutive(101, "consecutive, permuted keys, no construction", True))
+    yield task
+    tasks.unregister(task.case)
+
+
+def test_a_presentation_without_a_construction_is_skipped_with_a_line(no_construction, capsys):
+    assert 101 not in [row["case"] for row in verify.default_plan(quick=True)]
+    assert cli.main(["verify", "--case", "101", "1", "--n", "4", "--inputs", "20", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert [r["case"] for r in json.loads(captured.out)] == [1]
+    assert "case 101 (consecutive, permuted keys, no construction): no construction, skipped" in captured.err
+    assert cli.main(["precision", "--case", "101", "--n", "4", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["rows"] == [] and "case 101" in captured.err
+    with pytest.raises(ValueError, match="case 101 .* has no construction"):
+        from interp.core import constructions
+
+        constructions.build(101, 4)

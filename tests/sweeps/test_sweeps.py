@@ -98,8 +98,8 @@ def test_paper_sweeps_declare_the_issue_grid(table, runs, groups):
         ("CONFIGS = [\n", "syntax error"),
         ("from interp.training.trainer import TrainConfig\nCONFIGS = [TrainConfig(case=1, n=1, d_token=2)]\n",
          "n=1"),
-        ("from interp.training.trainer import TrainConfig\nCONFIGS = [TrainConfig(case=6, n=5, d_token=2)]\n",
-         "case=6"),
+        ("from interp.training.trainer import TrainConfig\nCONFIGS = [TrainConfig(case=-1, n=5, d_token=2)]\n",
+         "case=-1"),
         ("from interp.training.trainer import TrainConfig\n"
          "CONFIGS = [TrainConfig(case=1, n=5, d_token=2, n_layers=3)]\n", "n_layers=3"),
         ("from interp.training.trainer import TrainConfig\n"

@@ -19,7 +19,7 @@ BAD_FIELDS = [
     dict(testcase_name="n below 2", field="n", value=1),
     dict(testcase_name="d_token 0", field="d_token", value=0),
     dict(testcase_name="case 0", field="case", value=0),
-    dict(testcase_name="case 6", field="case", value=6),
+    dict(testcase_name="case -1", field="case", value=-1),  # no registry holds it
     dict(testcase_name="case bool", field="case", value=True),
     dict(testcase_name="3 layers", field="n_layers", value=3),
     dict(testcase_name="pos_embed", field="pos_embed", value="rotary"),
