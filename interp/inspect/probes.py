@@ -47,6 +47,7 @@ from torch import Tensor
 
 from interp.core import models, tasks
 from interp.inspect import circuits, geometry, hooks
+from interp.training.machine import one_thread
 
 
 #: R^2 below this is reported as this: any value < 0 already means "worse than the mean", and
@@ -64,26 +65,6 @@ def cs_targets(labels, N: int, m: int = 1) -> np.ndarray:
 #: ``LinearRegression(tol=1e-6)``, which hands it to ``scipy.linalg.lstsq`` as ``cond``
 LSTSQ_COND = 1e-6
 
-_blas = None  # threadpoolctl's controller of the loaded BLAS libraries, made on first use
-
-
-def _one_blas_thread():
-    """A context in which numpy's and scipy's BLAS run on one thread.
-
-    The probes' least-squares problems are small (at most a few hundred rows and columns), and
-    a second BLAS thread only waits on the first: on cores shared with other work (a sweep
-    training beside ``interp atlas``) OpenBLAS's threads spin, and a probe took many times its
-    one-thread time. The controller is made once (finding the libraries costs milliseconds);
-    threadpoolctl comes with scikit-learn, which requires it. The limit is process-wide: not
-    for probes run from several threads at once (nothing here does)."""
-    global _blas
-    if _blas is None:
-        from threadpoolctl import ThreadpoolController
-
-        _blas = ThreadpoolController()
-    return _blas.limit(limits=1, user_api="blas")
-
-
 def heldout_predictions(X, Y, *, folds: int = 5, seed: int = 0) -> np.ndarray:
     """Out-of-fold predictions of a linear regression X -> Y (every column of Y at once).
 
@@ -98,7 +79,9 @@ def heldout_predictions(X, Y, *, folds: int = 5, seed: int = 0) -> np.ndarray:
     independently, so stacking targets changes no prediction; it only saves fits.
 
     The same arithmetic without scikit-learn's per-fit input checks, which cost more than the
-    fits, on one BLAS thread (:func:`_one_blas_thread`); ``tests/inspect/test_probes_heldout.py``
+    fits, on one BLAS thread: the probes' least-squares problems are small (at most a few hundred
+    rows and columns), and on cores shared with other work a second OpenBLAS thread spins
+    (:func:`interp.training.machine.one_thread`); ``tests/inspect/test_probes_heldout.py``
     holds it to ``cross_val_predict`` within 1e-9.
     """
     from scipy import linalg
@@ -114,7 +97,7 @@ def heldout_predictions(X, Y, *, folds: int = 5, seed: int = 0) -> np.ndarray:
         raise ValueError("X or Y holds NaN or infinity; accepted: finite values")
     cv = KFold(n_splits=min(folds, len(X)), shuffle=True, random_state=seed)
     pred = np.empty_like(Y)
-    with _one_blas_thread():
+    with one_thread():
         for train, test in cv.split(X):
             x_mean, y_mean = X[train].mean(0), Y[train].mean(0)
             coef = linalg.lstsq(X[train] - x_mean, Y[train] - y_mean, cond=LSTSQ_COND)[0]  # [d, k]

@@ -4,7 +4,7 @@
 reproducibility branch, which decides whether stacked seeds get a lone seed's bits);
 :func:`keep_freed_memory` asks glibc to reuse freed large blocks; :func:`cpu_model` names the
 CPU (progress files record it beside the MKL branch); :func:`one_thread` runs a block on one
-torch thread (``interp atlas`` measures each seed in it).
+torch thread and one BLAS thread (``interp atlas`` measures each seed in it, the probes fit in it).
 """
 
 from __future__ import annotations
@@ -93,20 +93,24 @@ def code_version() -> str | None:
 
 @contextmanager
 def one_thread():
-    """torch on one intra-op thread inside the block, its thread count restored after.
+    """torch on one intra-op thread and numpy's and scipy's BLAS on one thread inside the block,
+    both thread counts restored after.
 
     A seed's measures are small tensor operations (a batch of 512 short sequences, tables of a
-    few hundred rows), too small to gain from a second thread; on cores shared with a sweep
-    (whose runs train on one thread each) torch's default two threads wait on each other, and a
-    seed took many times its one-thread CPU time. The measures do not depend on it beyond
-    float64 rounding (SVDs, probes); ``tests/inspect/test_atlas.py`` checks the thread count
-    inside and after. The probes' numpy BLAS is on one thread already
-    (:func:`interp.inspect.probes.heldout_predictions`)."""
+    few hundred rows) and small least-squares fits (the probes), too small to gain from a second
+    thread; on cores shared with a sweep (whose runs train on one thread each) torch's default
+    two threads wait on each other, OpenBLAS's spin, and a seed took many times its one-thread
+    CPU time. The measures do not depend on it beyond float64 rounding (SVDs, probes). The BLAS
+    part is threadpoolctl's ``threadpool_limits`` (it finds the loaded BLAS libraries anew on
+    each entry, about a millisecond). Process-wide: not for blocks run from several threads at
+    once. ``tests/training/test_machine.py`` checks both counts inside and after."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    with threadpool_limits(limits=1, user_api="blas"):
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
