@@ -276,6 +276,12 @@ def unregister(case: int) -> Task:
     return task
 
 
+def added() -> dict[int, Task]:
+    """The presentations :func:`register` added (not the paper's five), by case: what a
+    sweep hands its worker processes, and what a pickled TrainConfig carries."""
+    return {case: task for case, task in TASKS.items() if case not in _PAPER}
+
+
 def _registered(cls, values: tuple) -> Task:
     """Unpickle a registered task: the registry's object, registering it where it is missing."""
     return register(cls(*values))

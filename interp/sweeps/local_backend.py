@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 
+from interp.core import tasks
 from interp.sweeps import store as store_mod
 from interp.sweeps.store import RunRecord
 from interp.sweeps.workers import describe, exit_with_driver, init_worker, lost_records, schedule, train_records
@@ -35,11 +36,12 @@ def run_pool(groups, sweep_name, workers, threads, on_start, commit, device: str
     """
     ctx = _context()
     branch = mkl_branch()
+    presentations = tuple(tasks.added().values())  # registered outside interp: the workers too
     running: list[_Worker] = []
 
     def submit(group):
         worker = _Worker(ctx, [c.to_dict() for c in group], sweep_name,
-                         (threads, branch, device, progress_dir, every))
+                         (threads, branch, device, progress_dir, every, presentations))
         running.append(worker)
         return worker
 
@@ -154,14 +156,18 @@ def _exit_description(code: int | None) -> str:
 
 
 def _work(conn, config_dicts: list[dict], sweep: str, threads: int, branch: int | None,
-          device: str, progress_dir: str | None, every: float) -> None:
+          device: str, progress_dir: str | None, every: float, presentations: tuple = ()) -> None:
     """A worker process's whole life: follow the driver, set up, train one group, send its
-    records (or, for an error outside training, its one-line description) and end."""
+    records (or, for an error outside training, its one-line description) and end.
+    ``presentations``: the tasks the driver registered from outside interp, registered here too
+    (:func:`interp.core.tasks.added`; unpickling them already does)."""
     # Ctrl-C in a terminal reaches every process of the foreground group: the driver alone
     # decides, and terminates the workers (run_pool)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_driver()
     init_worker(threads, branch)
+    for task in presentations:
+        tasks.register(task)
     try:
         sent = train_records(config_dicts, sweep, device, progress_dir, every)
     except Exception as e:  # noqa: BLE001 - outside training: the group is lost, the sweep goes on

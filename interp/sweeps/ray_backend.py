@@ -55,12 +55,16 @@ def task_options(threads: int) -> dict:
     return {"num_cpus": 1, "runtime_env": {"env_vars": worker_env(threads)}}
 
 
-def _train_task(config_dicts: list[dict], sweep_name: str, threads: int, branch: int | None = None):
+def _train_task(config_dicts: list[dict], sweep_name: str, threads: int, branch: int | None = None,
+                presentations: tuple = ()):
     """What one Ray task runs: the local pool's worker set-up (threads, the driver's MKL
-    branch) and worker function."""
+    branch, the presentations registered from outside interp) and worker function."""
+    from interp.core import tasks
     from interp.sweeps import workers
 
     workers.init_worker(threads, branch)
+    for presentation in presentations:
+        tasks.register(presentation)
     return workers.train_records(config_dicts, sweep_name)
 
 
@@ -81,6 +85,7 @@ def run_groups(
     ``on_start`` marks groups that are really training. Ctrl-C (or any error) cancels the tasks
     still running; the store keeps what was committed.
     """
+    from interp.core import tasks
     from interp.training.machine import mkl_branch
     from interp.sweeps.workers import schedule
 
@@ -98,9 +103,10 @@ def run_groups(
         log.info("ray: %d CPU(s) for %d group(s)", slots, len(groups))
         task = ray.remote(_train_task).options(**task_options(threads))
         branch = mkl_branch()  # the workers match it too (see interp.sweeps.workers.init_worker)
+        presentations = tuple(tasks.added().values())  # registered outside interp: the workers too
 
         def submit(group):
-            ref = task.remote([c.to_dict() for c in group], sweep_name, threads, branch)
+            ref = task.remote([c.to_dict() for c in group], sweep_name, threads, branch, presentations)
             running.append(ref)
             return ref
 

@@ -116,6 +116,16 @@ class TrainConfig(models.ModelSpec):
                              "there is no key order to draw; accepted: key_order='sequence' (the default), "
                              "or a case with permuted keys (3, 5)")
 
+    def __getstate__(self):
+        """A presentation :func:`interp.core.tasks.register` added travels with its configs: the
+        task, unpickled first in another process (the sweep loader's reply to the driver), is
+        registered there (:meth:`interp.core.tasks.Task.__reduce__`)."""
+        return dict(self.__dict__), tasks.added().get(self.case)
+
+    def __setstate__(self, state):
+        fields, _task = state if isinstance(state, tuple) else (state, None)
+        self.__dict__.update(fields)
+
     @classmethod
     def paper(cls, case: int, n: int, d_token: int, **fields) -> "TrainConfig":
         """The protocol the paper's tables run (``experiments/table1``, ``table2``): this class's
