@@ -15,7 +15,7 @@ than the paper's; if they stay, it is not.
     .venv/bin/python experiments/budget/budget.py      # when each seed left the plateau
 """
 
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 MAX_STEPS = 40_000  # 4x the paper's 10,000 batches
@@ -25,7 +25,7 @@ CELLS = [(1, 100, 1, "learned", 8), (4, 100, 1, "learned", 8), (5, 20, 2, "learn
 CONFIGS = [TrainConfig(case=case, n=n, d_token=d, n_layers=layers, pos_embed=pe, seed=seed,
                        init=INIT, max_steps=MAX_STEPS)
            for case, n, layers, pe, d in CELLS for seed in range(5)]
-LAYOUT = Layout(
+LAYOUT = TableLayout(
     rows=("case", "n", "n_layers", "pos_embed"),
     column="d_token",
     paper={"case": "case", "n": "n", "n_layers": "layers", "pos_embed": "pe", "d_token": "d_token"},

@@ -14,7 +14,7 @@ Three presentations, 5 seeds each, the paper's protocol (Adam 1e-3, batches of 2
 The paper has no numbers at n = 10 for cases 1-3, so the report shows ours alone.
 """
 
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 N = 10
@@ -31,7 +31,7 @@ CONFIGS = [
     for seed in SEEDS
 ]
 
-LAYOUT = Layout(
+LAYOUT = TableLayout(
     rows=("case", "pos_embed"),
     column="d_token",
     title="Demo: cases 1 and 3 at n = 10, one layer (max/avg over 5 seeds)",

@@ -55,15 +55,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 TREE = [HERE.parent.parent]  # the checkout whose `interp` the commands run (--tree)
 SWEEP = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training import TrainConfig
 
 CONFIGS = [TrainConfig(case=case, n=5, d_token=4, pos_embed=pe, seed=seed, max_steps=steps,
                        stop_loss=0.0, batch_size=64, eval_batches=2, curve_every=10)
            for case, pe, steps in [(1, "learned", 40), (3, "none", 300), (2, "none", 900)]
            for seed in (0, 1)]
-LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token",
-                paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="faults")
+LAYOUT = TableLayout(rows=("case", "pos_embed"), column="d_token",
+                     paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="faults")
 """
 #: one config of the sweep above, as configs.py source, for the configs.py variants
 ONE = dict(case="1", n="5", d_token="4", pos_embed='"learned"', seed="0", max_steps="40", stop_loss="0.0",
@@ -74,9 +74,9 @@ def one(**changes: str) -> str:
     return "TrainConfig(" + ", ".join(f"{k}={v}" for k, v in {**ONE, **changes}.items()) + ")"
 
 
-LAYOUT = ('LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token", '
+LAYOUT = ('LAYOUT = TableLayout(rows=("case", "pos_embed"), column="d_token", '
           'paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="faults")\n')
-HEAD = "from interp.sweeps import Layout\nfrom interp.training import TrainConfig\n"
+HEAD = "from interp.sweeps import TableLayout\nfrom interp.training import TrainConfig\n"
 SAVE_EVERY = ("--save-every", "0.05")  # seconds: progress files appear within the 900-step group
 HANG_S = 90  # a command still running after this long is recorded as a hang and killed
 LIMIT_AS = 4 << 30  # address-space limit for commands that may try to allocate huge tensors

@@ -19,7 +19,7 @@ import dataclasses
 from pathlib import Path
 
 from interp.sweeps import driver as sweeps
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 HERE = Path(__file__).resolve().parent
@@ -59,7 +59,7 @@ CELLS = [
     (5, 10, 2, "learned", 32, "T2 agrees (max)"),
 ]
 
-LAYOUT = Layout(
+LAYOUT = TableLayout(
     rows=("case", "n", "n_layers", "pos_embed"),
     column="d_token",
     paper={"case": "case", "n": "n", "n_layers": "layers", "pos_embed": "pe", "d_token": "d_token"},
@@ -112,7 +112,7 @@ def table_configs(reading: str, table: str) -> list[TrainConfig]:
     return [dataclasses.replace(c, d_mlp=d_mlp(reading, c.case, c.d_token)) for c in _table(table).configs]
 
 
-def table_layout(table: str) -> Layout:
+def table_layout(table: str) -> TableLayout:
     return _table(table).layout
 
 

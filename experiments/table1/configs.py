@@ -6,7 +6,7 @@ paper's protocol (TrainConfig's defaults), init="pytorch". Run with
 ``interp sweep experiments/table1``, render with ``interp report experiments/table1``.
 """
 
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 # The paper does not say how its models were initialised. "pytorch" (nn.Embedding N(0, 1),
@@ -27,7 +27,7 @@ CONFIGS = [
     for seed in SEEDS
 ]
 
-LAYOUT = Layout(
+LAYOUT = TableLayout(
     rows=("case", "pos_embed"),
     column="d_token",
     paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"},

@@ -11,7 +11,7 @@ paper does not give a width). Run with ``interp sweep experiments/table2-mlp``, 
 ``interp report experiments/table2-mlp``.
 """
 
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 INIT = "pytorch"  # as experiments/table2
@@ -29,7 +29,7 @@ CONFIGS = [
     for seed in SEEDS
 ]
 
-LAYOUT = Layout(
+LAYOUT = TableLayout(
     rows=("n", "n_layers"),
     column="d_token",
     paper={"n": "n", "n_layers": "layers", "d_token": "d_token"},

@@ -5,7 +5,7 @@ Everything else is the paper's protocol (TrainConfig's defaults), init="pytorch"
 ``interp sweep experiments/table2``, render with ``interp report experiments/table2``.
 """
 
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 # The paper does not say how its models were initialised. "pytorch" (nn.Embedding N(0, 1),
@@ -27,7 +27,7 @@ CONFIGS = [
     for seed in SEEDS
 ]
 
-LAYOUT = Layout(
+LAYOUT = TableLayout(
     rows=("n", "n_layers"),
     column="d_token",
     paper={"n": "n", "n_layers": "layers", "d_token": "d_token"},

@@ -1,6 +1,6 @@
 """Sweeps of training runs: the results store, the workers that fill it, the report.
 
-* :mod:`~interp.sweeps.folders` - a sweep folder as data (``Layout``, ``Sweep``);
+* :mod:`~interp.sweeps.folders` - a sweep folder as data (``TableLayout``, ``Sweep``);
   :mod:`~interp.sweeps.configs_file` - what ``configs.py`` must declare, and its checks;
   :mod:`~interp.sweeps.loader` - ``configs.py`` executed in a guarded child process;
   :mod:`~interp.sweeps.loader_process` - the helper process that runs it, and the framing;
@@ -21,16 +21,25 @@
 
 This package sits above :mod:`interp.training` (what one run is and how it trains) and imports
 from it, never the other way. A sweep folder's ``configs.py`` writes
-``from interp.sweeps import Layout`` (and ``from interp.training import TrainConfig``).
+``from interp.sweeps import TableLayout`` (and ``from interp.training import TrainConfig``);
+``Layout``, its name before issue 45, still imports for one release with a DeprecationWarning.
 """
 
 from interp._lazy import exports
 
 _EXPORTS = {
-    "Layout": "interp.sweeps.folders",
+    "TableLayout": "interp.sweeps.folders",
     "Sweep": "interp.sweeps.folders",
     "load": "interp.sweeps.loader",
     "run_sweep": "interp.sweeps.driver",
     "read": "interp.sweeps.store",
 }
-__getattr__, __dir__ = exports(__name__, _EXPORTS, globals())
+_exported, __dir__ = exports(__name__, _EXPORTS, globals())
+
+
+def __getattr__(name: str):
+    if name == "Layout":  # TableLayout's old name: warns, for one release
+        from interp.sweeps.folders import old_layout_name
+
+        return old_layout_name(stacklevel=3)
+    return _exported(name)

@@ -1,6 +1,6 @@
 """What a sweep folder's ``configs.py`` must declare, and the checks on it: :func:`read_configs`
 executes the file and checks ``CONFIGS`` (TrainConfigs, at most :data:`MAX_RUNS`, no repeats)
-and ``LAYOUT`` (a :class:`~interp.sweeps.folders.Layout` naming TrainConfig fields);
+and ``LAYOUT`` (a :class:`~interp.sweeps.folders.TableLayout` naming TrainConfig fields);
 :func:`check_sizes` checks each group's training step against this machine's memory.
 
 :func:`read_configs` runs ``configs.py`` in the calling process: :func:`interp.sweeps.loader.load`
@@ -14,7 +14,7 @@ import importlib.util
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from interp.sweeps.folders import CONFIGS_FILE, Layout, group_key
+from interp.sweeps.folders import CONFIGS_FILE, TableLayout, group_key
 
 #: The most runs one sweep folder may declare. Every stage holds a sweep's configs whole
 #: (planning names each run and reads its row, the report lays them all out; 10**6 runs took
@@ -28,11 +28,11 @@ MAX_RUNS = 100_000
 def _moved(e: Exception) -> str:
     """A hint for a configs.py written before the sweep machinery left ``interp.training``."""
     if isinstance(e, ModuleNotFoundError) and (e.name or "").startswith("interp.training."):
-        return " (the sweep machinery moved to interp.sweeps: write `from interp.sweeps import Layout`)"
+        return " (the sweep machinery moved to interp.sweeps: write `from interp.sweeps import TableLayout`)"
     return ""
 
 
-def read_configs(path: Path, max_runs: int) -> tuple[tuple, Layout]:
+def read_configs(path: Path, max_runs: int) -> tuple[tuple, TableLayout]:
     """Execute ``path`` here and check what it declares (the body of
     :func:`interp.sweeps.loader.load`, run in the loading child), in the order a reader of the
     errors meets them: the file runs, CONFIGS (:func:`_configs`), LAYOUT."""
@@ -44,19 +44,19 @@ def read_configs(path: Path, max_runs: int) -> tuple[tuple, Layout]:
             raise ValueError(f"{path} defines no {attr}")
     configs = _configs(path, module.CONFIGS, max_runs, TrainConfig)
     layout = module.LAYOUT
-    if not isinstance(layout, Layout):
-        raise ValueError(f"{path}: LAYOUT is a {type(layout).__name__}; accepted: interp.sweeps.driver.Layout")
+    if not isinstance(layout, TableLayout):
+        raise ValueError(f"{path}: LAYOUT is a {type(layout).__name__}; accepted: interp.sweeps.driver.TableLayout")
     fields = set(configs[0].to_dict())
     missing = [f for f in (*layout.rows, layout.column) if f not in fields]
     if missing:
         raise ValueError(f"{path}: LAYOUT names {missing}, not TrainConfig fields ({sorted(fields)})")
-    # what crosses to the driver is TrainConfig and Layout themselves, not subclasses defined in
+    # what crosses to the driver is TrainConfig and TableLayout themselves, not subclasses defined in
     # configs.py (which the driver could not unpickle)
     fields = [f.name for f in dataclasses.fields(TrainConfig)]
     configs = tuple(c if type(c) is TrainConfig else TrainConfig(**{f: getattr(c, f) for f in fields})
                     for c in configs)
-    if type(layout) is not Layout:
-        layout = Layout(rows=layout.rows, column=layout.column, paper=dict(layout.paper), title=layout.title)
+    if type(layout) is not TableLayout:
+        layout = TableLayout(rows=layout.rows, column=layout.column, paper=dict(layout.paper), title=layout.title)
     return configs, layout
 
 
@@ -69,7 +69,7 @@ def _execute(path: Path):
         spec.loader.exec_module(module)
     except SyntaxError as e:
         raise ValueError(f"{path}:{e.lineno}: syntax error: {e.msg}") from e
-    except Exception as e:  # a TrainConfig or Layout that refuses its values, a NameError...
+    except Exception as e:  # a TrainConfig or TableLayout that refuses its values, a NameError...
         raise ValueError(f"{path}: {type(e).__name__}: {e}{_moved(e)}") from e
     except SystemExit as e:  # configs.py is executed as Python: an exit is a broken sweep, not success
         raise ValueError(f"{path} called sys.exit({e.code!r}) while being loaded; a {CONFIGS_FILE} "

@@ -1,16 +1,15 @@
 """Sweeps declared as data, run by one driver that alone writes the results store.
 
 A sweep is a folder holding ``configs.py`` (and optionally the paper's numbers ``paper.csv``),
-loaded by :func:`interp.sweeps.loader.load` (re-exported here, with :class:`Layout`)::
+loaded by :func:`interp.sweeps.loader.load` (re-exported here, with :class:`TableLayout`)::
 
     # experiments/table1/configs.py
-    from interp.sweeps import Layout
+    from interp.sweeps import TableLayout
     from interp.training.trainer import TrainConfig
 
     CONFIGS = [TrainConfig(case=c, n=100, d_token=d, pos_embed=pe, seed=s) for ...]
-    LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token",
-                    paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"},
-                    title="Table 1: ...")
+    LAYOUT = TableLayout(rows=("case", "pos_embed"), column="d_token", title="Table 1: ...",
+                         paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"})
 
 ``CONFIGS`` lists every run (one :class:`~interp.training.trainer.TrainConfig` per seed); ``LAYOUT``
 says how :mod:`interp.sweeps.report` arranges them into the paper's table (which config fields pick a
@@ -40,10 +39,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from interp.training import machine, progress
-from interp.sweeps import orphans
-from interp.sweeps import store as store_mod
-from interp.sweeps.folders import (  # noqa: F401 - re-exported: configs.py files import Layout from here
-    CONFIGS_FILE, PAPER_FILE, Layout, Sweep, group_key,
+from interp.sweeps import orphans, store as store_mod
+from interp.sweeps.folders import (  # noqa: F401 - re-exported: configs.py files import TableLayout from here
+    CONFIGS_FILE, PAPER_FILE, TableLayout, Sweep, group_key, old_name_getattr,
 )
 from interp.sweeps.loader import LOAD_TIMEOUT, LOAD_TIMEOUT_ENV, MAX_RUNS, load, warm_loader  # noqa: F401
 from interp.sweeps.store import RunRecord
@@ -51,6 +49,7 @@ from interp.sweeps.local_backend import run_pool
 from interp.sweeps.workers import LOST, describe, environmental_failure, is_lost, train_records
 
 log = logging.getLogger(__name__)
+__getattr__ = old_name_getattr(__name__)  # Layout, TableLayout's old name: warns (one release)
 
 BACKENDS = ("local", "ray")
 
@@ -397,3 +396,4 @@ def _finished(db, configs) -> tuple[dict[str, str], list[str]]:
                     statuses[machine[0]])
     done = {k: v for k, v in statuses.items() if k not in damaged and not environmental_failure(v)}
     return done, sorted(damaged)
+

@@ -25,10 +25,10 @@ def sweep_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp(SWEEP) / SWEEP
     root.mkdir()
     (root / "configs.py").write_text(textwrap.dedent("""
-        from interp.sweeps import Layout
+        from interp.sweeps import TableLayout
         from interp.training.trainer import TrainConfig
         CONFIGS = [TrainConfig(case=3, n=6, d_token=2, pos_embed="none", seed=s) for s in (0, 1)]
-        LAYOUT = Layout(rows=("case",), column="d_token")
+        LAYOUT = TableLayout(rows=("case",), column="d_token")
     """))
     with store.Store(root / "results" / "store.sqlite") as db:
         for seed in (0, 1):

@@ -263,9 +263,9 @@ def test_sweep_cli_on_generated_configs_py(kwargs, rows, column):
     --limit 0) exactly when every value is valid, else exit 2 naming the bad field."""
     args = ", ".join(f"{k}={_src(v)}" for k, v in {**BASE, "max_steps": 5, **kwargs}.items())
     text = (
-        "from interp.sweeps import Layout\nfrom interp.training.trainer import TrainConfig\n"
+        "from interp.sweeps import TableLayout\nfrom interp.training.trainer import TrainConfig\n"
         f"CONFIGS = [TrainConfig({args})]\n"
-        f"LAYOUT = Layout(rows={tuple(rows) if isinstance(rows, list) else rows!r}, column={column!r})\n"
+        f"LAYOUT = TableLayout(rows={tuple(rows) if isinstance(rows, list) else rows!r}, column={column!r})\n"
     )
     merged = {**BASE, **kwargs}
     bad = [f for f in FIELDS if f in merged and not VALID[f](merged[f])]
@@ -290,11 +290,11 @@ def test_sweep_cli_on_generated_configs_py(kwargs, rows, column):
 
 
 TINY = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 CONFIGS = [TrainConfig(case=c, n=5, d_token=4, pos_embed=pe, seed=s, max_steps=5)
            for c, pe in [(1, "learned"), (3, "none")] for s in (0, 1)]
-LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token")
+LAYOUT = TableLayout(rows=("case", "pos_embed"), column="d_token")
 """
 
 

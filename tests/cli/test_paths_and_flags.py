@@ -31,10 +31,10 @@ def sweep_dir(tmp_path_factory):
     case-2 construction."""
     root = tmp_path_factory.mktemp("paths")
     (root / "configs.py").write_text(textwrap.dedent(f"""
-        from interp.sweeps import Layout
+        from interp.sweeps import TableLayout
         from interp.training.trainer import TrainConfig
         CONFIGS = [TrainConfig(**{CONFIG!r})]
-        LAYOUT = Layout(rows=("case",), column="d_token")
+        LAYOUT = TableLayout(rows=("case",), column="d_token")
     """))
     cfg = TrainConfig(**CONFIG)
     model = constructions.build(2, 5)

@@ -82,14 +82,14 @@ def test_case3_learns_and_case1_without_pe_stays_at_chance(tmp_path):
 
 
 TINY = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [TrainConfig(case=case, n=5, d_token=4, pos_embed=pe, seed=s, max_steps=20,
                        batch_size=32, eval_batches=2)
            for case, pe in [(1, "learned"), (3, "none")] for s in (0, 1)]
-LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token",
-                paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="tiny")
+LAYOUT = TableLayout(rows=("case", "pos_embed"), column="d_token",
+                     paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="tiny")
 """
 
 

@@ -99,15 +99,15 @@ def test_both_engines_give_the_same_losses(registered):
 
 SWEEP = """
 from interp.core import tasks
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 from {module} import PRESENTATION
 
 tasks.register(PRESENTATION)  # what a user's configs.py does: import the module, register
 CONFIGS = [TrainConfig(case={case}, n=4, d_token=d, n_layers=2, seed=0, max_steps=30,
                        batch_size=64, eval_batches=2, curve_every=10) for d in (4, 8)]
-LAYOUT = Layout(rows=("case",), column="d_token",
-                paper={{"case": "case", "d_token": "d_token"}}, title="value first")
+LAYOUT = TableLayout(rows=("case",), column="d_token",
+                     paper={{"case": "case", "d_token": "d_token"}}, title="value first")
 """
 
 

@@ -138,10 +138,10 @@ def test_run_core_refuses_bad_arguments_before_any_work(args):
     assert "==" not in r.stdout  # no step began
 
 
-TINY_GRID = '''from interp.sweeps import Layout
+TINY_GRID = '''from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 CONFIGS = [TrainConfig(case=1, n=3, d_token=4, max_steps=15, eval_batches=2, seed=s{extra}) for s in range({seeds})]
-LAYOUT = Layout(rows=("case", "n"), column="d_token", title="tiny")
+LAYOUT = TableLayout(rows=("case", "n"), column="d_token", title="tiny")
 '''
 
 

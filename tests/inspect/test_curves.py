@@ -17,13 +17,13 @@ from interp.sweeps import driver
 # case 3, n = 4: at d_token 16 every seed goes below the stop loss 1.3 within 60 steps (a dot),
 # at d_token 4 none does (a cross at step 60); 3 and 2 seeds, so the panels differ in lines
 TINY = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training import TrainConfig
 
 CONFIGS = [TrainConfig(case=3, n=4, d_token=d, pos_embed="none", seed=s, init="pytorch",
                        max_steps=60, curve_every=10, stop_loss=1.3)
            for d, seeds in ((16, 3), (4, 2)) for s in range(seeds)]
-LAYOUT = Layout(rows=("case",), column="d_token", title="tiny")
+LAYOUT = TableLayout(rows=("case",), column="d_token", title="tiny")
 """
 
 

@@ -25,13 +25,13 @@ from interp.training.trainer import TrainConfig
 # case 3, n = 4, 60 steps, stop loss 1.3: at d_token 16 most seeds go below the stop loss (a
 # dot), at d_token 4 none does (a cross at step 60); two layout rows (pos_embed) by two columns
 TINY = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training import TrainConfig
 
 CONFIGS = [TrainConfig(case=3, n=4, d_token=d, pos_embed=pe, seed=s, init="pytorch",
                        max_steps=60, curve_every=10, stop_loss=1.3)
            for pe in ("none", "learned") for d in (16, 4) for s in range(2)]
-LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token", title="tiny")
+LAYOUT = TableLayout(rows=("case", "pos_embed"), column="d_token", title="tiny")
 """
 #: the panels in the report table's order (its rows, then its columns), from TINY by hand
 PANELS = [("none", 16), ("none", 4), ("learned", 16), ("learned", 4)]
@@ -150,11 +150,11 @@ def _old_sweep(root: Path, seed0_curve: bool) -> Path:
     folder = root / "old"
     folder.mkdir()
     (folder / "configs.py").write_text(textwrap.dedent("""
-        from interp.sweeps import Layout
+        from interp.sweeps import TableLayout
         from interp.training import TrainConfig
         CONFIGS = [TrainConfig(case=3, n=4, d_token=4, pos_embed="none", seed=s, max_steps=30)
                    for s in range(3)]
-        LAYOUT = Layout(rows=("case",), column="d_token")
+        LAYOUT = TableLayout(rows=("case",), column="d_token")
     """))
     path = folder / "results" / "store.sqlite"
     path.parent.mkdir()

@@ -31,7 +31,7 @@ from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conf
 # Two short groups (30 steps) scheduled first, then two long ones (300 steps, no early stop):
 # the kill lands while the long groups train.
 SWEEP = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 def tiny(case, pe, d_token, steps, seed):
@@ -42,8 +42,8 @@ CONFIGS = [tiny(case, pe, d, steps, seed)
            for d, steps in [(8, 30), (4, 300)]
            for case, pe in [(1, "learned"), (3, "none")]
            for seed in (0, 1)]
-LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token",
-                paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="crash")
+LAYOUT = TableLayout(rows=("case", "pos_embed"), column="d_token",
+                     paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="crash")
 """
 
 COMPARED = ("accuracy", "steps", "final_loss", "curve", "status", "seed", "config")

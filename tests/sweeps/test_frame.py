@@ -18,13 +18,13 @@ from interp.sweeps import driver, frame
 from interp.training.runs import TrainConfig
 
 TINY = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training import TrainConfig
 
 CONFIGS = [TrainConfig(case=3, n=4, d_token=d, pos_embed="none", seed=s, init="pytorch",
                        max_steps=40, curve_every=10, stop_loss=1.2)
            for d in (16, 4) for s in range(2)]
-LAYOUT = Layout(rows=("case",), column="d_token", title="tiny")
+LAYOUT = TableLayout(rows=("case",), column="d_token", title="tiny")
 """
 
 

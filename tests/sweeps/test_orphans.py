@@ -29,15 +29,15 @@ from test_sweeps import make_sweep  # tests/ is on sys.path (pytest rootdir conf
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 HEADER = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 def tiny(case, pe, d_token, steps, seed):
     return TrainConfig(case=case, n=5, d_token=d_token, pos_embed=pe, seed=seed, max_steps=steps,
                        stop_loss=0.0, batch_size=64, eval_batches=2, curve_every=10)
 
-LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token",
-                paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="orphans")
+LAYOUT = TableLayout(rows=("case", "pos_embed"), column="d_token",
+                     paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="orphans")
 """
 
 # two groups that would train for many minutes: the driver is killed while both train

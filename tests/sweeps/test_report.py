@@ -22,14 +22,14 @@ from interp.sweeps.store import RunRecord, Store
 REPO = Path(__file__).resolve().parents[2]
 
 CONFIGS = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [TrainConfig(case=case, n=100, d_token=d, pos_embed=pe, seed=s)
            for case, pe in [(1, "learned"), (4, "none")] for d in (2, 8) for s in range(3)]
-LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token",
-                paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"},
-                title="Two rows of Table 1")
+LAYOUT = TableLayout(rows=("case", "pos_embed"), column="d_token",
+                     paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"},
+                     title="Two rows of Table 1")
 """
 
 #: (case, pos_embed, d_token) -> accuracies of seeds 0, 1, 2 (None: not in the store)

@@ -27,13 +27,13 @@ from interp.sweeps.store import RunRecord, Store
 REPO = Path(__file__).resolve().parents[2]
 
 TINY = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [TrainConfig(case=3, n=5, d_token=4, seed=seed, max_steps=20, batch_size=32,
                        eval_batches=1, curve_every=10) for seed in (0, 1, 2)]
-LAYOUT = Layout(rows=("case",), column="d_token", paper={"case": "case", "d_token": "d_token"},
-                title="tiny")
+LAYOUT = TableLayout(rows=("case",), column="d_token", paper={"case": "case", "d_token": "d_token"},
+                     title="tiny")
 """
 
 

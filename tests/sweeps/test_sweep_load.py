@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 HEAD = """
 import itertools, os, signal, sys, time
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
-LAYOUT = Layout(rows=("case",), column="d_token")
+LAYOUT = TableLayout(rows=("case",), column="d_token")
 """
 ONE = "CONFIGS = [TrainConfig(case=1, n=5, d_token=4, max_steps=5, seed=s) for s in (0, 1)]\n"
 
@@ -60,7 +60,7 @@ def warm(tmp_path_factory):
 def test_a_good_folder_loads_with_its_configs_and_layout(tmp_path):
     sw = sweeps.load(folder_with(tmp_path, ONE + "print('chatter on stdout ' * 10000)\n"))
     assert [(c.case, c.n, c.d_token, c.seed) for c in sw.configs] == [(1, 5, 4, 0), (1, 5, 4, 1)]
-    assert sw.layout == sweeps.Layout(rows=("case",), column="d_token")
+    assert sw.layout == sweeps.TableLayout(rows=("case",), column="d_token")
 
 
 @pytest.mark.parametrize("table, runs", [
@@ -113,7 +113,7 @@ def test_the_loading_child_is_killed_at_the_timeout(tmp_path):
     ("raise RuntimeError('boom')\n", "configs.py: RuntimeError: boom"),
     ("from interp.training.sweeps import Layout\n",
      "No module named 'interp.training.sweeps' (the sweep machinery moved to interp.sweeps: "
-     "write `from interp.sweeps import Layout`)"),
+     "write `from interp.sweeps import TableLayout`)"),
     ("CONFIGS = (TrainConfig(case=1, n=5, d_token=4, seed=s) if s < 2 else 1 / 0 for s in range(9))\n",
      "configs.py: ZeroDivisionError while iterating CONFIGS: division by zero"),
 ])

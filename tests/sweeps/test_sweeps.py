@@ -24,7 +24,7 @@ from interp.training.trainer import TrainConfig
 REPO = Path(__file__).resolve().parents[2]
 
 TINY = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [
@@ -33,8 +33,8 @@ CONFIGS = [
     for case, pe in [(1, "learned"), (3, "none")]
     for seed in (0, 1)
 ]
-LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token",
-                paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="tiny")
+LAYOUT = TableLayout(rows=("case", "pos_embed"), column="d_token",
+                     paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="tiny")
 """
 
 
@@ -109,12 +109,12 @@ def test_paper_sweeps_declare_the_issue_grid(table, runs, groups):
         ("CONFIGS = []\nLAYOUT = None\n", "CONFIGS is empty"),
         ("from interp.training.trainer import TrainConfig\nCONFIGS = [TrainConfig(case=1, n=5, d_token=2)]\n",
          "defines no LAYOUT"),
-        ("from interp.training.trainer import TrainConfig\nfrom interp.sweeps import Layout\n"
+        ("from interp.training.trainer import TrainConfig\nfrom interp.sweeps import TableLayout\n"
          "CONFIGS = [TrainConfig(case=1, n=5, d_token=2)] * 2\n"
-         "LAYOUT = Layout(rows=('case',), column='d_token')\n", "repeats CONFIGS[0]"),
-        ("from interp.training.trainer import TrainConfig\nfrom interp.sweeps import Layout\n"
+         "LAYOUT = TableLayout(rows=('case',), column='d_token')\n", "repeats CONFIGS[0]"),
+        ("from interp.training.trainer import TrainConfig\nfrom interp.sweeps import TableLayout\n"
          "CONFIGS = [TrainConfig(case=1, n=5, d_token=2)]\n"
-         "LAYOUT = Layout(rows=('colour',), column='d_token')\n", "colour"),
+         "LAYOUT = TableLayout(rows=('colour',), column='d_token')\n", "colour"),
         ("CONFIGS = [1]\nLAYOUT = None\n", "CONFIGS[0] is a int"),
     ],
 )

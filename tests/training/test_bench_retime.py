@@ -11,11 +11,11 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RETIME = REPO / "experiments" / "bench" / "retime.sh"
 
-TINY = '''from interp.sweeps import Layout
+TINY = '''from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 CONFIGS = [TrainConfig(case={case}, n=3, d_token=4, n_layers={layers}, max_steps=15, eval_batches=2, seed=s{pe})
            for s in range({seeds})]
-LAYOUT = Layout(rows=("case", "n"), column="d_token", title="tiny {table}")
+LAYOUT = TableLayout(rows=("case", "n"), column="d_token", title="tiny {table}")
 '''
 
 

@@ -51,8 +51,8 @@ def test_a_sweep_with_0_and_0_point_0_trains_one_group_and_refuses_a_repeat(tmp_
 
     folder = tmp_path / "zero"
     folder.mkdir()
-    head = "from interp.sweeps import Layout\nfrom interp.training import TrainConfig\n"
-    layout = 'LAYOUT = Layout(rows=("case",), column="d_token")\n'
+    head = "from interp.sweeps import TableLayout\nfrom interp.training import TrainConfig\n"
+    layout = 'LAYOUT = TableLayout(rows=("case",), column="d_token")\n'
     base = ", ".join(f"{k}={v}" for k, v in BASE.items())
     (folder / "configs.py").write_text(head + textwrap.dedent(f"""
         CONFIGS = [TrainConfig({base}, stop_loss=0, seed=0), TrainConfig({base}, stop_loss=0.0, seed=1)]

@@ -23,13 +23,13 @@ from interp.sweeps import report, store, driver as sweeps
 PNG = b"\x89PNG\r\n\x1a\n"
 
 TINY = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [TrainConfig(case=case, n=5, d_token=4, pos_embed="none", seed=seed, max_steps=20,
                        batch_size=32, eval_batches=1, curve_every=10)
            for case in (1, 3) for seed in (0, 1)]
-LAYOUT = Layout(rows=("case",), column="d_token", title="tiny")
+LAYOUT = TableLayout(rows=("case",), column="d_token", title="tiny")
 """
 
 

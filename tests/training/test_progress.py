@@ -114,14 +114,14 @@ def test_a_damaged_or_foreign_progress_file_is_set_aside_and_the_group_starts_at
 
 
 TWO_GROUPS = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [TrainConfig(case=5, n=5, d_token=d, pos_embed="learned", n_layers=2, d_mlp=8, seed=s,
                        max_steps=25, stop_loss=0.0, batch_size=32, eval_batches=2, curve_every=5)
            for d in (4, 8) for s in (0, 1)]
-LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token",
-                paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="two")
+LAYOUT = TableLayout(rows=("case", "pos_embed"), column="d_token",
+                     paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="two")
 """
 
 COMPARED = ("accuracy", "steps", "final_loss", "curve", "status", "seed", "config")

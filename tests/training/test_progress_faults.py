@@ -247,14 +247,14 @@ def test_a_bad_file_that_cannot_be_moved_aside_still_starts_at_zero(tmp_path, ca
 # ------------------------------------------------------------------ saves that fail
 
 TWO_GROUPS = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [TrainConfig(case=5, n=5, d_token=4, pos_embed="learned", n_layers=1, seed=s,
                        max_steps=m, stop_loss=0.0, batch_size=32, eval_batches=1, curve_every=5)
            for m in (12, 15) for s in (0, 1)]
-LAYOUT = Layout(rows=("case", "pos_embed"), column="d_token",
-                paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="two")
+LAYOUT = TableLayout(rows=("case", "pos_embed"), column="d_token",
+                     paper={"case": "case", "pos_embed": "pe", "d_token": "d_token"}, title="two")
 """
 
 COMPARED = ("accuracy", "steps", "final_loss", "curve", "status", "seed", "config")

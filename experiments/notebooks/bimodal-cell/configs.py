@@ -11,7 +11,7 @@ and are rewritten (delete ``store.sqlite`` and ``checkpoints/`` first), by
     MKL_CBWR=AUTO interp sweep experiments/notebooks/bimodal-cell --workers 1 --threads 1 --save-every 0 --store experiments/notebooks/bimodal-cell/store.sqlite
 """
 
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 CONFIGS = [
@@ -19,7 +19,7 @@ CONFIGS = [
     for seed in range(5)
 ]
 
-LAYOUT = Layout(
+LAYOUT = TableLayout(
     rows=("n", "n_layers"),
     column="d_token",
     title="Table 2's case-5 cell n = 10, two layers, d_token 32 (max/avg over 5 seeds)",

@@ -203,10 +203,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import design  # noqa: E402
-from interp.sweeps import Layout  # noqa: E402
+from interp.sweeps import TableLayout  # noqa: E402
 
 CONFIGS = design.configs({name!r})
-LAYOUT = Layout(**design.LAYOUT_ARGS, title="Screening cells under combination {name} (max/avg over 5 seeds)")
+LAYOUT = TableLayout(**design.LAYOUT_ARGS, title="Screening cells under combination {name} (max/avg over 5 seeds)")
 '''
 
 
@@ -249,10 +249,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import design  # noqa: E402
-from interp.sweeps import Layout  # noqa: E402
+from interp.sweeps import TableLayout  # noqa: E402
 
 CONFIGS = design.configs({name!r}, cells=design.table_cells({table!r}))
-LAYOUT = Layout(**design.TABLE_LAYOUT_ARGS[{table!r}], title="{table} under combination {name}")
+LAYOUT = TableLayout(**design.TABLE_LAYOUT_ARGS[{table!r}], title="{table} under combination {name}")
 '''
 
 
@@ -288,11 +288,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import design  # noqa: E402
-from interp.sweeps import Layout  # noqa: E402
+from interp.sweeps import TableLayout  # noqa: E402
 
 CELLS = {cells!r}
 CONFIGS = design.configs({name!r}, cells=CELLS, seeds=design.CLOSE_CALL_SEEDS)
-LAYOUT = Layout(**design.LAYOUT_ARGS, title="Close call: {name} on {k} cells, seeds 5-9 (max/avg over 5 seeds)")
+LAYOUT = TableLayout(**design.LAYOUT_ARGS, title="Close call: {name} on {k} cells, seeds 5-9 (max/avg over 5 seeds)")
 '''
 
 

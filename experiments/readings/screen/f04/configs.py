@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import design  # noqa: E402
-from interp.sweeps import Layout  # noqa: E402
+from interp.sweeps import TableLayout  # noqa: E402
 
 CONFIGS = design.configs('f04')
-LAYOUT = Layout(**design.LAYOUT_ARGS, title="Screening cells under combination f04 (max/avg over 5 seeds)")
+LAYOUT = TableLayout(**design.LAYOUT_ARGS, title="Screening cells under combination f04 (max/avg over 5 seeds)")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import design  # noqa: E402
-from interp.sweeps import Layout  # noqa: E402
+from interp.sweeps import TableLayout  # noqa: E402
 
 CELLS = [(4, 100, 1, 'learned', 16), (1, 100, 1, 'learned', 16), (5, 2, 1, 'learned', 16)]
 CONFIGS = design.configs('f14', cells=CELLS, seeds=design.CLOSE_CALL_SEEDS)
-LAYOUT = Layout(**design.LAYOUT_ARGS, title="Close call: f14 on 3 cells, seeds 5-9 (max/avg over 5 seeds)")
+LAYOUT = TableLayout(**design.LAYOUT_ARGS, title="Close call: f14 on 3 cells, seeds 5-9 (max/avg over 5 seeds)")

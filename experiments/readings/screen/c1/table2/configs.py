@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import design  # noqa: E402
-from interp.sweeps import Layout  # noqa: E402
+from interp.sweeps import TableLayout  # noqa: E402
 
 CONFIGS = design.configs('c1', cells=design.table_cells('table2'))
-LAYOUT = Layout(**design.TABLE_LAYOUT_ARGS['table2'], title="table2 under combination c1")
+LAYOUT = TableLayout(**design.TABLE_LAYOUT_ARGS['table2'], title="table2 under combination c1")

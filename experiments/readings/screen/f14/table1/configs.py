@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import design  # noqa: E402
-from interp.sweeps import Layout  # noqa: E402
+from interp.sweeps import TableLayout  # noqa: E402
 
 CONFIGS = design.configs('f14', cells=design.table_cells('table1'))
-LAYOUT = Layout(**design.TABLE_LAYOUT_ARGS['table1'], title="table1 under combination f14")
+LAYOUT = TableLayout(**design.TABLE_LAYOUT_ARGS['table1'], title="table1 under combination f14")
