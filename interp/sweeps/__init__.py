@@ -2,8 +2,8 @@
 
 * :mod:`~interp.sweeps.folders` - a sweep folder as data (``TableLayout``, ``Sweep``);
   :mod:`~interp.sweeps.configs_file` - what ``configs.py`` must declare, and its checks;
-  :mod:`~interp.sweeps.loader` - ``configs.py`` executed in a guarded child process;
-  :mod:`~interp.sweeps.loader_process` - the helper process that runs it, and the framing;
+  :mod:`~interp.sweeps.loader` - ``configs.py`` executed in a guarded child process (of
+  multiprocessing's forkserver, the local backend's);
   :mod:`~interp.sweeps.driver` - the driver (``run_sweep``: plan, train, commit).
 * :mod:`~interp.sweeps.store` - the SQLite results store (one row per run): the writer
   ``Store``, naming the rest; :mod:`~interp.sweeps.store_schema` - the formats the writer and

@@ -1,47 +1,57 @@
 """Sweep folders: ``configs.py`` loaded in a guarded child process into a :class:`Sweep`.
 
 A sweep folder holds ``configs.py`` (``CONFIGS``: one TrainConfig per run; ``LAYOUT``: a
-:class:`Layout`) and optionally ``paper.csv`` (:mod:`interp.sweeps.driver` has an example).
-``configs.py`` is Python, so :func:`load` never runs it in the caller: a loader process (one
-per driver, :mod:`interp.sweeps.loader_process`, exiting with the driver or after 30 s idle)
-forks a fresh child for each load, under a time limit, counting the runs as CONFIGS is iterated
-(:data:`MAX_RUNS`), and sends back the configs and the layout. A hang, ``os._exit``, a signal,
-``KeyboardInterrupt`` or an exception there becomes one ValueError naming the file; every
-config is size-checked (:func:`interp.core.limits.check_trainable`) before any run starts.
+:class:`TableLayout`) and optionally ``paper.csv`` (:mod:`interp.sweeps.driver` has an example).
+``configs.py`` is Python, so :func:`load` never runs it in the caller: each load is a fresh
+child process of :mod:`multiprocessing`'s forkserver, the one the local backend's workers come
+from (:mod:`interp.sweeps.local_backend`: it has imported the trainer once), under a time limit,
+counting the runs as CONFIGS is iterated (:data:`MAX_RUNS`); it sends back the configs and the
+layout. A hang, ``os._exit``, a signal, ``KeyboardInterrupt`` or an exception there becomes one
+ValueError naming the file; every config is size-checked
+(:func:`interp.core.limits.check_trainable`) before any run starts.
+
+The child follows the driver (:func:`~interp.sweeps.workers.exit_with_driver`: it ends when
+the driver ends, however it ends), and past its time limit it is ended twice over: the driver
+kills it, and its own wall-clock alarm (SIGALRM, left at the kernel's default action) ends it a
+few seconds later should the driver be gone and configs.py be stuck in C code holding the GIL,
+where the watching thread cannot run (``tests/sweeps/test_sweep_load.py``). Where there is no
+forkserver (Windows), configs.py runs in the caller, unguarded.
+
+This replaced a hand-rolled helper (a fork of the driver serving loads over pickled pipes). The
+price: a command that loads a sweep without training one (``interp report``) starts the server,
+a second interpreter importing the trainer, overlapped with the driver's own import; a sweep
+that trains needs the server for its workers anyway, and now starts one process, not two.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import importlib
-import logging
 import math
 import os
 import signal
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
-from interp.sweeps import loader_process as helper
 from interp.sweeps.configs_file import MAX_RUNS, check_sizes, read_configs
-from interp.sweeps.loader_process import _recv, _send
-from interp.sweeps.folders import CONFIGS_FILE, Layout, Sweep
-
-log = logging.getLogger(__name__)
+from interp.sweeps.folders import CONFIGS_FILE, Sweep
 
 #: Seconds ``configs.py`` may take to load: ``load(timeout=...)``, ``--load-timeout`` of
 #: ``interp sweep`` and ``interp report``, or the environment variable ``INTERP_LOAD_TIMEOUT``.
 LOAD_TIMEOUT = 60.0
 LOAD_TIMEOUT_ENV = "INTERP_LOAD_TIMEOUT"
+#: True in the child that executes a configs.py: a sweep it loads (experiments/readings' tables
+#: load experiments/table1) is read in that child, under the same time limit.
+IN_LOADER = False
+#: seconds after its time limit at which a loading child's own alarm ends it (the driver's kill
+#: comes first; the alarm is for a driver that is gone)
+ALARM_GRACE = 5.0
 
 
 def load(folder: str | os.PathLike, *, timeout: float | None = None, max_runs: int = MAX_RUNS) -> Sweep:
     """Load ``folder/configs.py``; every problem is a ValueError naming the file and the fault.
 
-    configs.py is Python, so it runs in a child process (:class:`_Loader`) given ``timeout``
+    configs.py is Python, so it runs in a child process (:func:`_load_in_child`) given ``timeout``
     seconds (default ``$INTERP_LOAD_TIMEOUT``, else :data:`LOAD_TIMEOUT`): an endless loop or
     generator, ``os._exit``, a raised KeyboardInterrupt or a crash there is one line here, and
     this process carries on. TrainConfig validates itself when constructed, so a bad field
@@ -60,10 +70,11 @@ def load(folder: str | os.PathLike, *, timeout: float | None = None, max_runs: i
     timeout = _load_timeout(timeout)
     if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
         raise ValueError(f"max_runs={max_runs!r}; accepted: an integer >= 1")
-    if helper.IN_LOADER or not hasattr(os, "fork"):  # a configs.py loading another sweep: guarded already
+    ctx = None if IN_LOADER else _context()  # in the child, a configs.py loading another sweep
+    if ctx is None:
         configs, layout = read_configs(path, max_runs)
     else:
-        configs, layout = _LOADER.load(path, timeout, max_runs)
+        configs, layout = _load_in_child(ctx, path, timeout, max_runs)
     check_sizes(path, configs)
     return Sweep(name=root.resolve().name, root=root, configs=configs, layout=layout)
 
@@ -95,16 +106,53 @@ def _load_timeout(timeout) -> float:
     return float(timeout)
 
 
-# --------------------------------------------------------------------------- the helper process
-
-_LOADER_START = 300.0  # seconds the loader may take to import the trainer (not configs.py's time)
-#: whether the helper is forked from this process (:class:`~interp.sweeps.loader_process.ForkedHelper`)
-#: rather than started as a fresh interpreter that imports the trainer a second time
-_FORK = helper.can_fork()
+# --------------------------------------------------------------------------- the child process
 
 
-class _Gone(Exception):
-    """The loader process ended before it answered (e.g. it had just exited idle)."""
+def _context():
+    """The local backend's forkserver context (the trainer preloaded), or None without one."""
+    from interp.sweeps.local_backend import _context as pool_context
+
+    ctx = pool_context()
+    return ctx if ctx.get_start_method() == "forkserver" else None
+
+
+def _load_in_child(ctx, path: Path, timeout: float, max_runs: int) -> tuple:
+    """Execute ``path`` in a child of the forkserver; its answer, or one ValueError."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = None
+    _start_server()  # the server imports the trainer while this process imports the configs' classes
+    importlib.import_module("interp.training.runs")
+    receive, send = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=_child, args=(send, str(path), cwd, list(sys.path), max_runs, timeout),
+                          daemon=True, name=f"interp loader: {path}")
+    try:
+        process.start()  # the first start waits for the server to import the trainer
+        send.close()  # the child's end: EOF here as soon as the child is gone
+        if not receive.poll(None if timeout == math.inf else timeout):
+            raise ValueError(
+                f"{path} did not finish loading within {timeout:g} s (an endless loop or "
+                f"generator?); raise --load-timeout (or {LOAD_TIMEOUT_ENV}) if it is just slow")
+        try:
+            reply = receive.recv()
+        except EOFError:  # the child ended before it could answer
+            process.join()
+            raise ValueError(
+                f"{path} ended the loading process ({_describe_exit(process.exitcode)}) while "
+                f"being loaded; a {CONFIGS_FILE} must only define CONFIGS and LAYOUT") from None
+    finally:  # an answer, a timeout, Ctrl-C: never leave a child loading
+        send.close()
+        receive.close()
+        if process.pid is not None:
+            if process.exitcode is None:
+                process.kill()
+            process.join()
+            process.close()
+    if reply[0] == "error":
+        raise ValueError(reply[1])
+    return reply[1]
 
 
 def _describe_exit(code: int) -> str:
@@ -116,147 +164,68 @@ def _describe_exit(code: int) -> str:
     return f"exit code {code}"
 
 
-class _Loader:
-    """Executes configs.py files in child processes, one line for whatever goes wrong there.
+def _child(conn, path: str, cwd: str | None, sys_path: list, max_runs: int, timeout: float) -> None:
+    """The loading child: follow the driver, execute configs.py, send ``("ok", (configs,
+    layout))`` or ``("error", line)``, and end without running configs.py's exit handlers."""
+    global IN_LOADER
+    IN_LOADER = True
+    try:
+        from interp.sweeps.workers import exit_with_driver
 
-    A helper process (:mod:`interp.sweeps.loader_process`; started on the first load, in its own
-    session so a terminal's Ctrl-C is this process's to handle) has the trainer imported --
-    torch and TransformerLens, seconds -- and forks a fresh child per configs.py; later loads
-    cost milliseconds, and each child starts from the same clean state. The child runs
-    :func:`~interp.sweeps.configs_file.read_configs` and sends back the checked configs and
-    layout, or the error's line; this process enforces the time limit and kills the child past
-    it. The helper exits with this process (its stdin closes; it kills a child still loading)
-    or after idling ``LOADER_IDLE`` seconds, so it never outlives the driver.
-    """
-
-    def __init__(self):
-        self.proc: subprocess.Popen | None = None
-        self.ready = False  # the helper said it has imported the trainer
-        self.owed_exit = False  # a child answered; the helper's note of its exit is still to read
-        self.lock = threading.Lock()
-
-    def load(self, path: Path, timeout: float, max_runs: int) -> tuple[tuple, Layout]:
-        with self.lock:
-            for attempt in range(2):
-                try:
-                    return self._load(path, timeout, max_runs)
-                except _Gone as e:  # exited idle just as the request went: once more, fresh
-                    self.close()
-                    if attempt:
-                        raise ValueError(f"{path}: the process loading it ended unexpectedly "
-                                         f"({e}); run again") from None
-                except ValueError:  # configs.py's fault, told in one line; the helper is in step
-                    raise
-                except BaseException:  # Ctrl-C while waiting...: never leave a child loading
-                    self.close()
-                    raise
-
-    def _load(self, path: Path, timeout: float, max_runs: int):
-        if self.owed_exit:
-            self._recv_exit()
-        self._start()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C: the driver decides
+        exit_with_driver()
+        if timeout != math.inf:  # the kernel ends it, GIL held or not, if nobody else does
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.setitimer(signal.ITIMER_REAL, timeout + ALARM_GRACE)
+        os.dup2(2, 1)  # what configs.py prints goes to stderr, never to stdout
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.path[:] = sys_path
+        shown = _stderr()
         try:
-            cwd = os.getcwd()
-        except OSError:
-            cwd = None
-        request = dict(path=str(path), cwd=cwd, sys_path=list(sys.path), max_runs=max_runs)
-        try:
-            _send(self.proc.stdin.fileno(), request)
-        except OSError as e:
-            raise _Gone(e) from None
-        out = self.proc.stdout.fileno()
-        started = _recv(out, time.monotonic() + _LOADER_START)
-        if started is None:
-            raise _Gone("no answer")
-        pid = started[1]
-        try:
-            reply = _recv(out, None if timeout == math.inf else time.monotonic() + timeout)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            self._recv_exit()
-            raise ValueError(
-                f"{path} did not finish loading within {timeout:g} s (an endless loop or "
-                f"generator?); raise --load-timeout (or {LOAD_TIMEOUT_ENV}) if it is just slow"
-            ) from None
-        if reply is None:
-            raise _Gone("it died while loading")
-        if reply[0] == "exit":  # the child ended before it could answer
-            raise ValueError(
-                f"{path} ended the loading process ({_describe_exit(reply[1])}) while being "
-                f"loaded; a {CONFIGS_FILE} must only define CONFIGS and LAYOUT"
-            )
-        self.owed_exit = True  # taken at the next load: the child's exit costs this one nothing
-        if reply[0] == "error":
-            raise ValueError(reply[1])
-        return reply[1]
-
-    def _recv_exit(self) -> None:
-        """The helper's note that the child is gone, which keeps the two in step."""
-        self.owed_exit = False
-        try:
-            note = _recv(self.proc.stdout.fileno(), time.monotonic() + 30)
-        except TimeoutError:
-            note = None
-        if not note or note[0] != "exit":
-            self.close()
-
-    def warm(self) -> None:
-        """Start a fresh helper now, without waiting for it (see :func:`warm_loader`); a
-        forked one starts at the first load, once this process has the trainer imported."""
-        with self.lock:
-            if not _FORK and (self.proc is None or self.proc.poll() is not None):
-                self._spawn()
-
-    def _spawn(self) -> None:
-        self.close()
-        self.ready = False
-        if _FORK:
-            self.proc = helper.ForkedHelper()
-            return
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", helper.BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            start_new_session=True,
-        )
-        _send(self.proc.stdin.fileno(), list(sys.path))
-
-    def _start(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            self._spawn()
-        if self.ready:
-            return
-        # the configs' classes: imported here (while a fresh helper imports them there)
-        importlib.import_module("interp.training.runs")
-        ready = _recv(self.proc.stdout.fileno(), time.monotonic() + _LOADER_START)
-        if ready != ("ready",):
-            self.close()
-            raise ValueError(f"could not start the process that loads {CONFIGS_FILE} files "
-                             f"({sys.executable}); is interp importable there?")
-        self.ready = True
-
-    def close(self) -> None:
-        """End the helper and any child of it (they share a process group of their own)."""
-        proc, self.proc, self.ready, self.owed_exit = self.proc, None, False, False
-        if proc is None:
-            return
-        with contextlib.suppress(OSError):
-            proc.stdin.close()
-        if proc.poll() is None:  # not reaped yet, so its id is still its own
-            for kill in (os.killpg, os.kill):  # its group; itself, if not yet its group's leader
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
+            with contextlib.redirect_stdout(shown), contextlib.redirect_stderr(shown):
+                _reply(conn, Path(path), max_runs)
+        finally:
+            with contextlib.suppress(Exception):  # before os._exit
+                shown.flush()
+    finally:
+        os._exit(0)
 
 
-_LOADER = _Loader()
-atexit.register(_LOADER.close)
+def _stderr():
+    """A line-buffered text stream on fd 2 (the server's stderr: the driver's), or /dev/null."""
+    try:
+        return open(2, "w", buffering=1, closefd=False)  # noqa: SIM115 - flushed before os._exit
+    except OSError:
+        return open(os.devnull, "w")  # noqa: SIM115
+
+
+def _reply(conn, path: Path, max_runs: int) -> None:
+    try:
+        reply = ("ok", read_configs(path, max_runs))
+    except ValueError as e:
+        reply = ("error", str(e))
+    except KeyboardInterrupt:
+        reply = ("error", f"{path} raised KeyboardInterrupt while being loaded; a "
+                          f"{CONFIGS_FILE} must only define CONFIGS and LAYOUT")
+    except BaseException as e:  # noqa: BLE001 - whatever it is, the driver gets one line
+        reply = ("error", f"{path}: {type(e).__name__}: {e}")
+    try:
+        conn.send(reply)  # pickled whole before anything is written
+    except Exception as e:  # e.g. a LAYOUT.paper value that cannot be pickled
+        conn.send(("error", f"{path}: CONFIGS or LAYOUT cannot be sent back to the driver "
+                            f"({type(e).__name__}: {e}); accepted: TrainConfig and TableLayout values"))
 
 
 def warm_loader() -> None:
-    """Start the process that executes configs.py files (:func:`load`) now, without waiting,
-    where it is a fresh interpreter: its imports (torch, TransformerLens: seconds) then overlap
-    this process's own. (On Linux it is a fork of this process, started at the first load.) A
-    command that will load a sweep calls it first thing; nothing else changes."""
-    if not helper.IN_LOADER and hasattr(os, "fork"):
-        _LOADER.warm()
+    """Start the forkserver that loads configs.py files (and runs the local backend's workers)
+    now, without waiting: its imports (torch, TransformerLens: seconds) then overlap this
+    process's own. A command that will load a sweep calls it first thing; nothing else changes."""
+    if not IN_LOADER and _context() is not None:
+        _start_server()
+
+
+def _start_server() -> None:
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()  # returns once started; the server imports on its own
