@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast chromium full
+.PHONY: run test test-fast test-changed chromium full
 
 run: $(STAMP)  ## the main job on the embedded default (verify, demo sweep, report, analysis)
 	$(BIN)/interp run
@@ -19,6 +19,9 @@ test: $(STAMP) chromium  ## the test suite (what CI runs); the layout check firs
 FAST := tests/test_layout.py tests/core/test_tasks.py tests/core/test_constructions.py tests/training/test_smoke.py
 test-fast: $(STAMP)  ## before every commit (< 60 s): layout, tasks, constructions at small n, 50 training steps
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(FAST) -k "not n100 and not n1000"
+
+test-changed: $(STAMP)  ## the tests of the interp/ modules changed since origin/main (else HEAD~1), and the layout check
+	$(BIN)/python -m pytest -q -p no:cacheprovider $$($(BIN)/python tests/changed.py $(BASE))
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)

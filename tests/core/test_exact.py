@@ -26,6 +26,12 @@ PLAN_NS = sorted({row["n"] for row in verify.default_plan()})  # 2, 3, 4, 100, 1
 RANDOM_INPUTS = {100: 256, 1000: 48}
 
 
+def n_id(n: int) -> str:
+    """A size's test id, ``n1000``: ``-k "not n1000"`` deselects a size everywhere, the MKL
+    child runs below included (they are parametrised by the size they run)."""
+    return f"n{n}"
+
+
 def _tl_chunk(tokens) -> int:
     """Inputs per TransformerLens forward: its [batch, pos, pos] scores near 2**22 floats (16
     MB; one input at n = 1000 with 2001 positions, four with 1001). Measured on one thread:
@@ -48,7 +54,7 @@ def _tl_predictions(model, tokens) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("function", tasks.FUNCTIONS)
-@pytest.mark.parametrize("n", PLAN_NS)
+@pytest.mark.parametrize("n", PLAN_NS, ids=n_id)
 @pytest.mark.parametrize("case", tasks.CASES)
 def test_every_evaluator_gives_the_reference_answer(case, n, function):
     model = constructions.build(case, n)
@@ -106,7 +112,7 @@ def _max_ulps(model, tokens) -> int:
     return int(((atol + rtol * top.abs()) / _ulp(top)).min()) - 2
 
 
-@pytest.mark.parametrize("n", [4, 1000])
+@pytest.mark.parametrize("n", [4, 1000], ids=n_id)
 @pytest.mark.parametrize("case", tasks.CASES)
 def test_ties_moved_within_the_tolerance_keep_the_answer(case, n):
     model = constructions.build(case, n)
@@ -185,19 +191,32 @@ def _mkl_accepts(branch: int) -> bool:
 @pytest.mark.skipif(os.environ.get("INTERP_MKL_CHILD") is not None, reason="already the child run")
 @pytest.mark.skipif(not torch.backends.mkl.is_available(), reason="torch has no MKL here")
 @pytest.mark.parametrize("name", list(MKL_BRANCHES))
-def test_exact_under_every_mkl_code_path(name):
+@pytest.mark.parametrize("n", [1000], ids=n_id)  # the size the child runs, in this test's id too
+def test_exact_under_every_mkl_code_path(n, name):
     if not _mkl_accepts(MKL_BRANCHES[name]):
         pytest.skip(f"MKL refuses MKL_CBWR={name} on this CPU")
     env = {**os.environ, "MKL_CBWR": name, "INTERP_MKL_CHILD": str(MKL_BRANCHES[name])}
     here = Path(__file__)
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(here),
-         "-k", "1000 and (reference_answer or ties_moved) or child_runs"],
+         "-k", f"{n_id(n)} and (reference_answer or ties_moved) or child_runs"],
         capture_output=True, text=True, cwd=here.parents[2], env=env, timeout=1200,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     # every selected test ran in the child (the branch check included: nothing skipped there)
     assert " passed" in out.stdout and "skipped" not in out.stdout and "child_runs" not in out.stdout
+
+
+def test_a_size_left_out_by_keyword_starts_no_child_run_of_it():
+    """``-k "not n1000"`` leaves out every test at n = 1000, the MKL child runs of that size too
+    (they ran 21 minutes on loaded cores while the selection said otherwise)."""
+    here = Path(__file__)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", str(here),
+         "-k", "not n1000"], capture_output=True, text=True, cwd=here.parents[2], timeout=300)
+    selected = [line for line in out.stdout.splitlines() if "::" in line]
+    assert out.returncode == 0 and selected, out.stdout[-2000:] + out.stderr[-2000:]
+    assert not [t for t in selected if "1000" in t or "mkl_code_path" in t]
 
 
 @pytest.mark.skipif(os.environ.get("INTERP_MKL_CHILD") is None, reason="only in the MKL child run")
