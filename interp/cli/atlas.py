@@ -11,8 +11,11 @@ Reads a results store (a store file, a sweep folder's ``results/store.sqlite`` o
   ``experiments/atlas/PREDICTIONS.md``: confirmed, refuted or untested, with their numbers;
 * ``atlas-success.png`` and ``atlas-mechanism.png``: the same cells as heatmaps.
 
-A rerun reuses the rows of the ``atlas.csv`` already in ``--out`` and measures only the runs it
-lacks (``--remeasure``: every run again). Prints the predictions' table (``--json``: the
+A rerun reuses the rows of the ``atlas.csv`` already in ``--out`` that are provably the same run
+measured the same way (:mod:`interp.inspect.atlas_cache`: its checksums, the batch size and
+the measures' version, each row's seal) and measures the rest, saying how many (``--remeasure``:
+every run again). A checkpoint that is not its store row's is skipped with a line naming it.
+The files are written as one set, all or none. Prints the predictions' table (``--json``: the
 predictions and the files written).
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 
@@ -80,12 +84,18 @@ def run(args) -> int:
 
     df = atlas.build_atlas(store, batch_size=args.batch_size, cache=cache,
                            progress=None if args.json else tqdm)
+    c = df.attrs.get("cache", {})
+    cache_line = (f"{c.get('reused', 0)} rows from the cache, {c.get('measured', 0)} measured "
+                  f"({c.get('bad', 0)} cached rows cut or edited, measured again); "
+                  f"{c.get('skipped', 0)} skipped (checkpoint not its store row's)")
+    for note in (df["note"].dropna() if "note" in df else []):
+        print(note, file=sys.stderr)
     written = atlas.write_atlas(df, out, source=_shown(args.store))
     preds = written.pop("predictions")
     if args.json:
-        print(json.dumps(dict(seeds=len(df), predictions=preds,
+        print(json.dumps(dict(seeds=len(df), cache=c, predictions=preds,
                               files={k: str(v) for k, v in written.items()}), indent=1, default=str))
     else:
         print("\n".join(predictions_markdown(preds)))
-        print(f"\n{len(df)} seeds; wrote " + ", ".join(str(v) for v in written.values()))
+        print(f"\n{len(df)} seeds; {cache_line}; wrote " + ", ".join(str(v) for v in written.values()))
     return 0

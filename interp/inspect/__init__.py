@@ -32,5 +32,7 @@ and ``n=`` are optional and checked against the model's.
 * :mod:`~interp.inspect.curves` - loss curves drawn: one run, or a store's cells as small multiples.
 * :mod:`~interp.inspect.atlas` - the mechanism atlas: one row per seed (cell, outcome, measures,
   label), ``atlas.md``; :mod:`~interp.inspect.atlas_predictions` - its pre-registered
-  predictions computed; :mod:`~interp.inspect.atlas_figures` - its phase diagrams.
+  predictions computed; :mod:`~interp.inspect.atlas_figures` - its phase diagrams;
+  :mod:`~interp.inspect.atlas_markdown` - ``atlas.md`` written; :mod:`~interp.inspect.atlas_levels`
+  - its two-level section; :mod:`~interp.inspect.atlas_cache` - which cached rows may be reused.
 """

@@ -46,10 +46,15 @@ import logging
 import math
 from pathlib import Path
 
-from interp.core import bounds, tasks
-from interp.inspect import analysis, labels
-from interp.inspect.atlas_figures import figures, mix, panels, theory_line
-from interp.inspect.atlas_predictions import ATTN, number, predictions, shared_readings
+from interp.core import tasks
+from interp.inspect import analysis, atlas_cache, labels
+from interp.sweeps import store
+from interp.sweeps.store import CheckpointMismatch, checked_checkpoint
+from interp.inspect.atlas_figures import figures, mix, panels, theory_line  # noqa: F401 - re-exported
+from interp.inspect.atlas_markdown import (  # noqa: F401 - re-exported
+    FAILED, SUMMARY_LABELS, UNMEASURED, cell_text, markdown, predictions_markdown, summary_markdown,
+    theory_markdown)
+from interp.inspect.atlas_predictions import ATTN, number, predictions
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +62,6 @@ log = logging.getLogger(__name__)
 CELL = ("case", "n", "d_token", "n_layers", "pos_embed", "d_mlp", "mlp", "function")
 RUN = ("seed", "name", "status", "accuracy", "steps", "outcome", "label")
 LEVELS = ("routing", "code", "key_code")
-FAILED, UNMEASURED = "failed", "unmeasured"
 #: the fields a cached row must share with the store's run to lend its measures
 _MATCH = ("case", "n", "d_token", "n_layers", "d_mlp", "function", "seed", "status")
 
@@ -135,27 +139,44 @@ def _base(r) -> dict:
 
 
 def read_cache(path) -> dict[str, dict]:
-    """The rows of an earlier ``atlas.csv`` by run name ({} when there is none); ValueError when
-    the file is there but is no atlas table (it would be overwritten)."""
+    """The rows of an earlier ``atlas.csv`` by run name ({} when there is none), each marked
+    ``_cache``: ``sealed`` (its row_sha holds), ``bad`` (cut or edited) or ``legacy`` (an atlas
+    written before seals, :mod:`interp.inspect.atlas_cache`); ValueError when the file is there
+    but is no atlas table (it would be overwritten)."""
     import pandas as pd
 
     path = Path(path)
     if not path.is_file():
         return {}
     try:
-        df = pd.read_csv(path, dtype={"name": str})  # a name of 12 decimal digits stays text
+        text = path.read_text()
+        # a name of 12 decimal digits, or a hex digest like 5e12..., stays text
+        df = pd.read_csv(path, dtype={"name": str, **{k: str for k in atlas_cache.KEY}})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise ValueError(f"{path} is not an atlas table ({e}); move it away or pass another --out") from e
     lacking = [c for c in (*CELL, *RUN) if c not in df.columns]
     if lacking:
         raise ValueError(f"{path} is not an atlas table (no columns {lacking}); move it away or "
                          "pass another --out")
-    return {str(r["name"]): r for r in df.to_dict("records")}
+    sealed, _ = atlas_cache.read_sealed(text)
+    legacy = atlas_cache.SEAL not in df.columns
+    rows = df.to_dict("records")
+    for i, r in enumerate(rows):
+        r["_cache"] = "legacy" if legacy else "sealed" if i in sealed else "bad"
+    return {str(r["name"]): r for r in rows}
 
 
-def _reusable(old: dict | None, base: dict) -> bool:
-    """A cached row lends its measures when it is the same run, measured (or failed) then."""
-    if old is None or old["label"] == UNMEASURED:
+def _reusable(old: dict | None, base: dict, has_checkpoint: bool) -> bool:
+    """A cached row lends its measures when it is the same run (cell, seed, status, accuracy)
+    measured the same way: a sealed row with this run's checksum digest and measuring options,
+    or a legacy row for a run with no checkpoint to measure (module docstring of
+    :mod:`interp.inspect.atlas_cache`)."""
+    if old is None or old["label"] == UNMEASURED or old.get("_cache") == "bad":
+        return False
+    if old.get("_cache") == "legacy":
+        if has_checkpoint and base["outcome"] != FAILED:
+            return False
+    elif any(atlas_cache.text(old.get(k)) != atlas_cache.text(base.get(k)) for k in atlas_cache.KEY):
         return False
     for k in _MATCH:
         a, b = old[k], base[k]
@@ -165,24 +186,33 @@ def _reusable(old: dict | None, base: dict) -> bool:
     return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-12
 
 
-def _measure(r, base: dict, batch_size: int) -> dict | None:
+def _has_checkpoint(r) -> bool:
+    ckpt = r["checkpoint"]
+    return isinstance(ckpt, str) and bool(ckpt) and Path(ckpt).exists()
+
+
+def _measure(r, base: dict, batch_size: int, store_path=None, stored=None) -> dict | None:
     """The measures of one stored run's model, on one thread
-    (:func:`interp.training.machine.one_thread`); None when it has no checkpoint to load."""
+    (:func:`interp.training.machine.one_thread`); None when it has no checkpoint to load, and
+    ``{"note": ...}`` when its checkpoint does not match its store row ``stored``."""
     from interp.training import checkpoints
     from interp.training.machine import one_thread
 
-    ckpt = r["checkpoint"]
-    if not isinstance(ckpt, str) or not ckpt or not Path(ckpt).exists():
+    if not _has_checkpoint(r):
         log.warning("run %s has no checkpoint; not measured", base["name"])
         return None
+    try:  # checked against its store row before anything loads it (issue 43)
+        ckpt = checked_checkpoint(store_path, stored) if stored is not None else Path(r["checkpoint"])
+    except CheckpointMismatch as e:
+        log.warning("skipped: %s", e)
+        return {"note": f"skipped: {e}"}
     with one_thread():
         model = checkpoints.load(ckpt)
         return analysis.measure(model, case=base["case"], n=base["n"], batch_size=batch_size)
 
 
 def label(row: dict) -> str:
-    """``failed`` for a failed seed, ``unmeasured`` for a seed with no measures, else the
-    mechanism its measures show (:func:`interp.inspect.labels.mechanism`)."""
+    """``failed``, ``unmeasured`` (no measures), else :func:`interp.inspect.levels.mechanism`."""
     if row["outcome"] == FAILED:
         return FAILED
     if row.get("label") == UNMEASURED:
@@ -211,22 +241,26 @@ def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=Non
     runs = read_runs(path)
     if runs.empty:
         raise ValueError(f"{path} holds no runs")
+    stored = {str(x["name"]): x for x in store.read(path).to_dict("records")}
     rows, todo, cached = [], [], 0
     for _, r in runs.iterrows():
         base = _base(r)
+        base.update(checksum=atlas_cache.run_checksum((stored.get(base["name"]) or {}).get("checksums")),
+                    measured_with=atlas_cache.measured_with(batch_size))
         old = known.get(base["name"])
-        if _reusable(old, base):
-            rows.append({**old, **base})
+        if _reusable(old, base, _has_checkpoint(r)):
+            rows.append({k: v for k, v in {**old, **base}.items() if k not in ("_cache", atlas_cache.SEAL)})
             cached += 1
         elif base["outcome"] == FAILED:
             rows.append(base)
         else:
             todo.append((r, base))
+    bad = sum(1 for o in known.values() if o.get("_cache") == "bad")
     log.info("atlas of %s: %d runs, %d from the cache, %d to measure", path, len(runs), cached, len(todo))
     it = todo if progress is None else progress(todo, total=len(todo), desc="measuring seeds")
     for r, base in it:
-        measures = _measure(r, base, batch_size)
-        rows.append({**base, **measures} if measures is not None else {**base, "label": UNMEASURED})
+        m = _measure(r, base, batch_size, path, stored.get(base["name"]))
+        rows.append({**base, **m} if m is not None and "note" not in m else {**base, **(m or {}), "label": UNMEASURED})
     for row in rows:
         row["label"] = label(row)
         measured = row["label"] not in (FAILED, UNMEASURED)
@@ -236,165 +270,23 @@ def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=Non
     rows.sort(key=_order)
     df = pd.DataFrame(rows)
     front = [*CELL, "architecture", *RUN, *LEVELS]
-    return df[front + [c for c in df.columns if c not in front]].reset_index(drop=True)
-
-
-# ----------------------------------------------------------------------------- atlas.md
-
-
-def cell_text(sub) -> str:
-    """``k/t success, mix``: successful seeds of the seeds run, and their labels."""
-    k = int((sub["outcome"] == "success").sum())
-    return f"{k}/{len(sub)} " + mix(sub) if k else f"0/{len(sub)}"
-
-
-def _table(sub) -> list[str]:
-    ds = sorted(int(d) for d in sub["d_token"].unique())
-    lines = ["| n \\ d_token | " + " | ".join(str(d) for d in ds) + " |", "|---" + "|--:" * len(ds) + "|"]
-    for n, row in sub.groupby("n"):
-        cells = {int(d): cell_text(c) for d, c in row.groupby("d_token")}
-        lines.append(f"| {int(n)} | " + " | ".join(cells.get(d, "") for d in ds) + " |")
-    return lines
-
-
-def _numbers_text(numbers: dict) -> str:
-    def fmt(v):
-        if isinstance(v, dict):
-            return "{" + ", ".join(f"{k}: {fmt(x)}" for k, x in v.items()) + "}"
-        return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-    return "; ".join(f"{k}: {fmt(v)}" for k, v in numbers.items())
-
-
-def predictions_markdown(preds: list[dict], shown: int = 10) -> list[str]:
-    """The predictions' table (verdict and numbers), then what refutes each, ``shown`` at most."""
-    lines = ["| prediction | verdict | numbers |", "|---|---|---|"]
-    lines += [f"| **{p['name']}** {p['claim']} | {p['verdict']} | {_numbers_text(p['numbers'])} |"
-              for p in preds]
-    lines += ["", "How the predictions read their declarations (`interp/inspect/atlas_predictions.py`, "
-              "fixed before the first atlas run); shared by all:", ""]
-    lines += [f"- {t}" for t in shared_readings()]
-    lines += [""] + [f"- {p['name']}: {p['reading']}" for p in preds if p.get("reading")]
-    for p in preds:
-        if p["offending"]:
-            more = len(p["offending"]) - shown
-            lines += ["", f"{p['name']} ({p['verdict']}), against it:", ""]
-            lines += [f"- {t}" for t in p["offending"][:shown]]
-            lines += [f"- ... and {more} more (all in `interp atlas --json`)"] if more > 0 else []
-    return lines
-
-
-#: the labels :func:`summary_markdown` counts in columns of their own, in this order
-SUMMARY_LABELS = ("construction", "mirror", "inverted", "mlp-lookup", "none", UNMEASURED)
-#: Theorems 3.4 and 3.7 read at one head and float32's 32 bits (PREDICTIONS.md, "Where the
-#: theorems sit on the map")
-HEADS, BITS = 1, 32
-
-
-def summary_markdown(df) -> list[str]:
-    """One row per panel: cells run, cells with a successful seed, successful seeds of those run,
-    the successful seeds by label, and the cells whose successful seeds are mostly the
-    construction's mechanism against those with successes but no construction seed."""
-    lines = ["| panel | cells | cells with a success | seeds successful | "
-             + " | ".join(SUMMARY_LABELS) + " | other labels | cells mostly construction | "
-             "cells with successes, none construction |",
-             "|---|--:|--:|--:|" + "--:|" * len(SUMMARY_LABELS) + "--:|--:|--:|"]
-    for title, sub in panels(df):
-        cells = [c for _, c in sub.groupby(["n", "d_token"])]
-        ok = sub[sub["outcome"] == "success"]
-        counts = ok["label"].value_counts()
-        won = [c[c["outcome"] == "success"]["label"] for c in cells]
-        won = [w for w in won if len(w)]
-        mostly = sum(int((w == "construction").sum()) * 2 > len(w) for w in won)
-        never = sum(not (w == "construction").any() for w in won)
-        other = int(len(ok) - sum(int(counts.get(k, 0)) for k in SUMMARY_LABELS))
-        lines.append(f"| {title} | {len(cells)} | {len(won)} | {len(ok)} of {len(sub)} | "
-                     + " | ".join(str(int(counts.get(k, 0))) for k in SUMMARY_LABELS)
-                     + f" | {other} | {mostly} | {never} |")
-    return lines
-
-
-def theory_markdown(df) -> list[str]:
-    """Where the theorems sit on the map, counted (PREDICTIONS.md, "Where the theorems sit on
-    the map"): per panel that carries a theorem line (:func:`~interp.inspect.atlas_figures.theory_line`)
-    and per n, the line's least d_token beside d_min (the smallest d_token with a successful
-    seed) and the successful seeds below and at or above it; then the one-layer case-5 cells
-    where Theorems 3.4 and 3.7 bind at h = 1, p = 32, with their best accuracy against Theorem
-    3.7's error bound."""
-    lines = ["| panel | theorem | n | least d_token | d_min | successful seeds below the line | at or above |",
-             "|---|---|--:|--:|--:|--:|--:|"]
-    for title, sub in panels(df):
-        first = sub.iloc[0]
-        line = theory_line(int(first["case"]), int(first["n_layers"]), first["architecture"])
-        if line is None:
-            continue
-        text, least = line
-        for n, row in sub.groupby("n"):
-            ok = row[row["outcome"] == "success"]
-            below = int((ok["d_token"] < least(int(n))).sum())
-            d_min = int(ok["d_token"].min()) if len(ok) else "-"
-            lines.append(f"| {title} | {text} | {int(n)} | {least(int(n))} | {d_min} | {below} | {len(ok) - below} |")
-    bind = []
-    for (n, d), sub in df[(df["case"] == 5) & (df["n_layers"] == 1)].groupby(["n", "d_token"]):
-        bound = bounds.theorem_3_7_bound(int(n), HEADS, int(d), BITS)
-        if bound["R"] > 0:
-            acc = sub["accuracy"].astype(float)
-            best = f"{100 * acc.max():.2f}%" if acc.notna().any() else "-"
-            bind.append(f"| {int(n)} | {int(d)} | {bound['R']:.1f} | {100 * bound['bound']:.2f}% | "
-                        f"{100 * (1 - bound['bound']):.2f}% | {best} | {len(sub)} |")
-    lines += ["", f"Theorems 3.4 and 3.7 at h = {HEADS}, p = {BITS} bind where R = n log2 n - 3hdp > 0 (one layer, "
-              "case 5; d = d_token): " + (f"{len(bind)} cell{'s' if len(bind) != 1 else ''} of this atlas. "
-              "Theorem 3.7 bounds the error on its own inputs (f any function, target key 0); the accuracy "
-              "here is on the training distribution, so the comparison is a guide, not a test." if bind else
-              "no cell of this atlas.")]
-    if bind:
-        lines += ["", "| n | d_token | R | Theorem 3.7's least error | so accuracy at most | best seed | seeds |",
-                  "|--:|--:|--:|--:|--:|--:|--:|", *bind]
-    return lines
-
-
-def markdown(df, preds: list[dict], source: str = "STORE_OR_DIR") -> str:
-    """``atlas.md``: how to regenerate it, a legend, one table per panel, the predictions."""
-    counts = df["outcome"].value_counts()
-    cells = df.groupby(["case", "n_layers", "architecture", "function", "n", "d_token"]).ngroups
-    lines = [
-        "# The mechanism atlas", "",
-        f"Regenerate: `interp atlas {source}` (it measures only the runs `atlas.csv` does not "
-        "hold yet; `--remeasure` measures every run again). Predictions, declared before the "
-        "first run: `experiments/atlas/PREDICTIONS.md`; how each is computed: "
-        "`interp/inspect/atlas_predictions.py`.", "",
-        f"{len(df)} seeds in {cells} cells: {int(counts.get('success', 0))} successful (accuracy "
-        f">= {analysis.SUCCESS:.0%}), {int(counts.get('partial', 0))} partial, "
-        f"{int(counts.get(FAILED, 0))} failed (accuracy < max(2/n, 5%), or training failed).", "",
-        "Each cell: `k/t`, seeds successful of those run, then the successful seeds' mechanisms "
-        "(`interp.inspect.labels.mechanism`): `c` construction, `i` inverted, `m` mirror, `l` "
-        "mlp-lookup, `o` none of these, `?` not measured (no checkpoint), any other label "
-        "written whole; e.g. `4/5 c3 m1`. An empty cell was not run.", "",
-    ]
-    lines += ["## Summary", "", "Per panel: its cells, those with a successful seed, the successful seeds "
-              "by label, and the cells whose successful seeds are mostly (more than half) the construction's "
-              "mechanism against those whose successful seeds include none.", "", *summary_markdown(df), ""]
-    for title, sub in panels(df):
-        lines += [f"## {title}", "", *_table(sub), ""]
-    lines += ["## The theorems on the map", "", "The line each panel's figure carries (the width at which a "
-              "theorem's construction exists; none on one-layer attention-only case 5, where Theorem 3.6 "
-              "rules out hard attention at n >= 4), and which successful seeds lie on either side of it.", "",
-              *theory_markdown(df), ""]
-    lines += ["## Predictions", "", *predictions_markdown(preds), ""]
-    return "\n".join(lines)
+    df = df[front + [c for c in df.columns if c not in front]].reset_index(drop=True)
+    skipped = int(df["note"].notna().sum()) if "note" in df else 0
+    df.attrs["cache"] = dict(reused=cached, measured=len(todo) - skipped, bad=bad, skipped=skipped)
+    return df
 
 
 def write_atlas(df, out_dir, *, source: str = "STORE_OR_DIR") -> dict:
-    """Write ``atlas.csv``, ``atlas.md``, ``atlas-success.png`` and ``atlas-mechanism.png`` into
-    ``out_dir``, each whole or not at all; returns their paths (and the predictions under
-    ``"predictions"``)."""
-    from interp.training.files import save_figure, write_file
+    """Write ``atlas.csv`` (sealed: :func:`interp.inspect.atlas_cache.seal`), ``atlas.md``,
+    ``atlas-success.png`` and ``atlas-mechanism.png`` into ``out_dir`` as one set, all or none
+    (:func:`interp.training.files.write_files`); returns their paths (and the predictions)."""
+    from interp.training.files import figure_bytes, write_files
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     preds = predictions(df)
-    paths = {"table": write_file(out / "atlas.csv", df.to_csv(index=False)),
-             "report": write_file(out / "atlas.md", markdown(df, preds, source))}
+    contents = {"table": (out / "atlas.csv", atlas_cache.seal(df.to_csv(index=False))),
+                "report": (out / "atlas.md", markdown(df, preds, source))}
     for name, fig in figures(df).items():
-        paths[name] = save_figure(fig, out / f"{name}.png", dpi=100)
-    return {**paths, "predictions": preds}
+        contents[name] = (out / f"{name}.png", figure_bytes(fig, ".png", close=True, dpi=100))
+    write_files(dict(contents.values()))
+    return {**{k: p for k, (p, _) in contents.items()}, "predictions": preds}

@@ -23,6 +23,7 @@ itself.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import io
@@ -143,17 +144,57 @@ def write_file(path, data: bytes | str, *, encoding: str = "utf-8") -> Path:
     return path
 
 
-def save_figure(fig, path, *, close: bool = False, **savefig_kw) -> Path:
-    """Render the matplotlib figure ``fig`` in memory (format from ``path``'s suffix) and
-    :func:`write_file` it; ``close`` also lets pyplot forget the figure (one made with
-    ``plt.subplots`` is otherwise kept alive by pyplot). Returns ``path``."""
-    path = Path(path)
+def write_files(contents: dict) -> list[Path]:
+    """Write a set of files together (``{path: bytes or str}``): every file goes to its own new
+    temporary file beside its target first (as :func:`write_file` does), and only when every one
+    is written and synced are they renamed onto their targets, in order. Any OSError before the
+    renames removes the temporaries and leaves every target as it was (a file-size limit or a
+    full disk hit by the third file leaves no new first two beside old figures); a ValueError
+    names the file. Returns the paths."""
+    done: list[tuple[str, Path]] = []
+    try:
+        for path, data in contents.items():
+            path = Path(path)
+            data = data.encode("utf-8") if isinstance(data, str) else data
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = _create_beside(path)
+            done.append((tmp, path))
+            try:
+                _keep_mode(fd, path)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    except OSError as e:
+        for tmp, _ in done:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise ValueError(problem(done[-1][1] if done else Path("."), e)) from None
+    for tmp, path in done:
+        os.replace(tmp, path)
+    for folder in {path.parent for _, path in done}:
+        _sync_folder(folder)
+    return [path for _, path in done]
+
+
+def figure_bytes(fig, suffix: str = ".png", *, close: bool = False, **savefig_kw) -> bytes:
+    """The matplotlib figure ``fig`` rendered in memory (for :func:`write_files`)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", **savefig_kw)
-    plt = sys.modules.get("matplotlib.pyplot")  # not imported: nothing holds the figure
+    fig.savefig(buf, format=suffix.lstrip(".") or "png", **savefig_kw)
+    plt = sys.modules.get("matplotlib.pyplot")
     if close and plt is not None:
         plt.close(fig)
-    return write_file(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def save_figure(fig, path, *, close: bool = False, **savefig_kw) -> Path:
+    """Render the matplotlib figure ``fig`` in memory (format from ``path``'s suffix,
+    :func:`figure_bytes`) and :func:`write_file` it; ``close`` also lets pyplot forget the figure
+    (one made with ``plt.subplots`` is otherwise kept alive by pyplot). Returns ``path``."""
+    path = Path(path)
+    return write_file(path, figure_bytes(fig, path.suffix, close=close, **savefig_kw))
 
 
 def _create_beside(path: Path) -> tuple[int, str]:

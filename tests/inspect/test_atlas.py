@@ -22,7 +22,7 @@ from interp.training import checkpoints, machine
 # and two successes), with an MLP too (so an MLP row is measured); case 5 at n = 3 with 60
 # steps does not: failed seeds
 TINY = """
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 common = dict(n=3, pos_embed="learned", batch_size=128, eval_batches=4, init="pytorch", curve_every=20)
@@ -31,7 +31,7 @@ CONFIGS = (
     + [TrainConfig(case=5, d_token=8, n_layers=2, max_steps=60, seed=s, **common) for s in (0, 1)]
     + [TrainConfig(case=1, d_token=8, d_mlp=32, lr=0.01, max_steps=300, seed=0, **common)]
 )
-LAYOUT = Layout(rows=("case", "n_layers"), column="d_token", title="atlas test")
+LAYOUT = TableLayout(rows=("case", "n_layers"), column="d_token", title="atlas test")
 """
 
 
@@ -196,6 +196,71 @@ def test_the_cache_lends_known_rows_and_measures_only_the_rest(built, sweep_dir,
     pd.testing.assert_frame_equal(third[cols], built[cols], check_dtype=False)
 
 
+def test_a_cut_or_edited_row_or_other_options_are_measured_again(built, sweep_dir, tmp_path, counted):
+    """Issue 43: cached rows carry their run's checksum digest, the measuring options and a seal
+    of their own fields; an edit, a cut or another batch size sends the row to be measured."""
+    atlas.write_atlas(built, tmp_path)
+    cache = tmp_path / "atlas.csv"
+    lines = cache.read_text().splitlines()
+    measured = built[built.outcome != "failed"]
+    i = 1 + int(measured.index[0])  # its line (after the header)
+    fields = lines[i].split(",")
+    col = lines[0].split(",").index("qk_diag")
+    fields[col] = "0.0" if fields[col] != "0.0" else "1.0"  # a hand edit of one measure
+    lines[i] = ",".join(fields)
+    cache.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # last row cut
+    again = atlas.build_atlas(sweep_dir, batch_size=64, cache=cache)
+    assert again.attrs["cache"]["bad"] == 2
+    assert len(counted) >= 1  # the edited measured row at least, measured for real
+    cols = ["name", "label", "qk_diag", "follow"]
+    pd.testing.assert_frame_equal(again[cols], built[cols], check_dtype=False)
+    counted.clear()
+    atlas.write_atlas(built, tmp_path)
+    atlas.build_atlas(sweep_dir, batch_size=32, cache=cache)  # other options: every measured row
+    assert len(counted) == len(measured)
+
+
+def test_a_swapped_checkpoint_is_skipped_by_name(built, sweep_dir, tmp_path):
+    """Two checkpoint folders swapped (each self-consistent): never measured as the other run."""
+    import shutil
+
+    copy = tmp_path / "tiny"
+    shutil.copytree(sweep_dir, copy)
+    runs = store.read(copy / "results" / "store.sqlite")
+    measured = runs[runs.accuracy >= 0.5]
+    a, b = (copy / "results" / "checkpoints" / str(n) for n in measured.name.iloc[:2])
+    tmp = a.with_name("swap")
+    a.rename(tmp), b.rename(a), tmp.rename(b)
+    df = atlas.build_atlas(copy, batch_size=64)
+    for name in measured.name.iloc[:2]:
+        row = df[df.name == name].iloc[0]
+        assert row["label"] == "unmeasured" and name in row["note"] and "checkpoint" in row["note"]
+    assert df.attrs["cache"]["skipped"] == 2
+
+
+def test_write_atlas_writes_all_files_or_none(built, tmp_path, monkeypatch):
+    import os
+
+    first = atlas.write_atlas(built, tmp_path)
+    before = {k: v.read_bytes() for k, v in first.items() if k != "predictions"}
+    from interp.training import files
+
+    real, made = files._create_beside, []
+
+    def failing(path):  # the third file of the set meets a full disk
+        made.append(path)
+        if len(made) >= 3:
+            raise OSError(28, "No space left on device")
+        return real(path)
+
+    monkeypatch.setattr(files, "_create_beside", failing)
+    with pytest.raises(ValueError, match="No space left"):
+        atlas.write_atlas(built.assign(accuracy=0.0), tmp_path)
+    monkeypatch.undo()
+    assert {k: first[k].read_bytes() for k in before} == before
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
 def test_a_file_that_is_no_atlas_table_is_refused(sweep_dir, tmp_path):
     (tmp_path / "atlas.csv").write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="is not an atlas table"):
@@ -336,3 +401,25 @@ def test_theory_section_places_seeds_beside_each_line_and_theorems_3_4_3_7_where
     err = R / (3 * 50 * math.log2(50))
     assert f"| 50 | 2 | {R:.1f} | {100 * err:.2f}% | {100 * (1 - err):.2f}% | 42.00% | 1 |" in lines
     assert R == pytest.approx(90.19, abs=0.01) and not any(line.startswith("| 50 | 4 |") for line in lines)
+
+
+def test_probe_and_analysis_check_a_sweeps_run_against_its_store_row(sweep_dir, tmp_path, capsys):
+    """Issue 43: ``interp probe`` of a sweep's run folder and ``analyze_sweep`` refuse or skip a
+    checkpoint that is not its store row's (two folders swapped)."""
+    import shutil
+
+    from interp import cli
+
+    copy = tmp_path / "tiny"
+    shutil.copytree(sweep_dir, copy)
+    runs = store.read(copy / "results" / "store.sqlite")
+    names = [str(n) for n in runs[runs.accuracy >= 0.5].name.iloc[:2]]
+    a, b = (copy / "results" / "checkpoints" / n for n in names)
+    tmp = a.with_name("swap")
+    a.rename(tmp), b.rename(a), tmp.rename(b)
+    assert cli.main(["probe", str(a), "--json", "--batch-size", "64"]) != 0
+    err = capsys.readouterr().err
+    assert names[0] in err and "checkpoint" in err
+    res = analysis.analyze_sweep(copy, batch_size=64, all_groups=True)
+    ok = runs[(runs.status == "ok") & runs.checkpoint.notna()]
+    assert len(res.table) == len(ok) - 2  # the two swapped runs skipped, every other measured

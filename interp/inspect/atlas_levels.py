@@ -1,0 +1,68 @@
+"""The atlas's two levels (issue 42): per panel, how the successful seeds route and how the ones
+that route like the construction write their values and target keys.
+
+:func:`levels_markdown` is the ``## Two levels`` section of ``atlas.md``
+(:func:`interp.inspect.atlas.markdown`): one row per panel with the successful seeds by
+:func:`interp.inspect.levels.routing`, then, among those routed ``lookup``, by the value's and
+the target key's :func:`~interp.inspect.levels.code` and the median interchange dimension of the
+value code (:mod:`interp.inspect.codes`). An atlas written before issue 42 has no code columns:
+its codes read ``unmeasured``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from interp.inspect.atlas_figures import panels
+
+ROUTES = ("lookup", "mirror", "inverted", "mlp-lookup", "other", "none", "untestable", "unmeasured")
+CODE_KINDS = ("circle", "uneven-circle", "low-dim", "codebook", "unread", "untestable", "unmeasured")
+
+
+def _counts(values, kinds) -> str:
+    got = {k: int((values == k).sum()) for k in kinds}
+    rest = int(len(values) - sum(got.values()))
+    return " | ".join(str(got[k]) for k in kinds) + f" | {rest}"
+
+
+def levels_markdown(df) -> list[str]:
+    """The section's lines (module docstring); rows with neither level say so."""
+    if "routing" not in df:
+        return ["This atlas has no routing or code columns (written before issue 42)."]
+    head = ["| panel | successful | " + " | ".join(ROUTES) + " | other labels |",
+            "|---|--:|" + "--:|" * (len(ROUTES) + 1)]
+    code_head = ["| panel | lookup seeds | values: " + " | ".join(CODE_KINDS) + " | other | "
+                 "keys: circle | keys: not circle | value dimension (median) |",
+                 "|---|--:|" + "--:|" * (len(CODE_KINDS) + 1) + "--:|--:|--:|"]
+    rows, code_rows = [], []
+    for title, sub in panels(df):
+        ok = sub[sub["outcome"] == "success"]
+        if not len(ok):
+            continue
+        rows.append(f"| {title} | {len(ok)} | {_counts(ok['routing'], ROUTES)} |")
+        look = ok[ok["routing"] == "lookup"]
+        if len(look):
+            keys = look.get("key_code")
+            circle_keys = int((keys == "circle").sum()) if keys is not None else 0
+            dims = look["value_dim"].astype(float).dropna() if "value_dim" in look else []
+            median = f"{float(dims.median()):g}" if len(dims) else "n/a"
+            code_rows.append(f"| {title} | {len(look)} | {_counts(look['code'], CODE_KINDS)} | "
+                             f"{circle_keys} | {len(look) - circle_keys} | {median} |")
+    lines = ["Successful seeds by routing (`interp.inspect.levels.routing`):", "", *head, *rows, "",
+             "Successful seeds routed `lookup`, by code (`interp.inspect.levels.code`; "
+             "`experiments/calibration/calibration.md` gives each label's rates on nulls and "
+             "controls; uneven-circle and low-dim are not told apart reliably at n <= 10):", "",
+             *code_head, *code_rows]
+    return lines
+
+
+def code_shares(df) -> dict:
+    """Among successful seeds routed ``lookup`` with a measured code: how many, and the share of
+    each value code (for claims and tests)."""
+    if "code" not in df:
+        return {"lookup": 0}
+    look = df[(df["outcome"] == "success") & (df["routing"] == "lookup") & (df["code"] != "unmeasured")]
+    out = {"lookup": int(len(look))}
+    for k in CODE_KINDS:
+        out[k] = float((look["code"] == k).mean()) if len(look) else math.nan
+    return out
