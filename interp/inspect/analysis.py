@@ -43,10 +43,7 @@ attn_entropy,       the test inputs or zeroed; the last layer's final-position a
 attn_picks_slot,    (1 = uniform) and how often its argmax is on the matching slot's key or
 mlp_role            value position; the MLP's role: ``passes`` / ``helps`` / ``needed``.
                     Attention-only models: NaN and ``none`` (one schema for mixed tables)
-value_dim, ...,     the code level (:mod:`interp.inspect.codes`): for the value at the read slot
-query_dim, ...      and the target key at the query, the interchange dimension (2 for the
-                    construction's circle, ~n - 1 for one-hot), IIA at 1, 2 and every
-                    dimension, the code's participation ratio, and its whitened-plane geometry
+value_*, query_*    the code level of the value and the target key (:mod:`interp.inspect.codes`)
 n                   the table size (the labels' tests depend on it)
 =================== ============================================================================
 
@@ -75,15 +72,15 @@ import torch
 
 from interp.core import tasks
 from interp.inspect import circuits, codes, geometry, hooks, interventions, mlp_measures, probes
-from interp.inspect.labels import MECHANISMS, answer, mechanism, r2_text, sort_by_group
+from interp.inspect.labels import (  # noqa: F401 - mechanism re-exported (analysis.mechanism)
+    MECHANISMS, answer, labels_of, mechanism, r2_text, sort_by_group)
 
 log = logging.getLogger(__name__)
 
 SUCCESS = 0.99
-#: A group is bimodal when some seed succeeds and some seed ends below this accuracy: far from
-#: success, whether at chance ("failed") or stuck part way ("partial"). Our choice, made after a
-#: fresh `make run` analysed nothing: its demo group (case 3, d_token 8) has seeds at 100, 100,
-#: 92.8, 100 and 33.1 %, and the 33.1 % seed is partial, not failed.
+#: A group is bimodal when some seed succeeds and some seed ends below this accuracy (failed or
+#: partial). Chosen after a fresh `make run` analysed nothing: its demo group (case 3, d_token 8)
+#: has seeds at 100, 100, 92.8, 100 and 33.1 %, and the 33.1 % seed is partial, not failed.
 WELL_BELOW = 0.5
 #: config fields that name a group (TrainConfig fields other than the seed)
 GROUP_FIELDS = ("case", "n", "d_token", "n_layers", "pos_embed")
@@ -99,8 +96,7 @@ def _rank(table: torch.Tensor) -> float:
 @tasks.reads_task
 def measure(model, *, case: int | None = None, n: int | None = None, batch_size: int = 512,
             seed: int = 0, code: bool = True) -> dict:
-    """Every measure of the module docstring for one model, as a flat dict (``n`` included, which
-    the labels read); ``code=False`` skips the code level's interchanges."""
+    """Every measure of the module docstring, a flat dict; ``code=False``: no code level."""
     task, n = hooks.check_model(model, case=case, n=n)
     own = dict(case=task.case, n=n)  # handed on, so a model without .task works with case=
     batch_size = max(batch_size, n)
@@ -152,8 +148,7 @@ def measure(model, *, case: int | None = None, n: int | None = None, batch_size:
     out.update(mlp_measures.summary(model, tokens, acc=out["acc"], cache=cache, **own))
     if code:  # the code level (issue 42): interchange interventions, a second or so per seed
         out.update(codes.summary(model, batch_size=min(batch_size, 256), seed=seed, at=at, **own))
-    out["n"] = n
-    return out
+    return {**out, "n": n}
 
 
 # ----------------------------------------------------------------------------- sweeps
@@ -264,6 +259,24 @@ def _md_table(df) -> str:
     return "\n".join(out) if len(df) else "(none)"
 
 
+def _measured_row(store_path, r, batch_size: int) -> dict | None:
+    """One stored run's row of :func:`analyze_sweep` (group, outcome, measures, labels); None,
+    with a warning naming it, when its checkpoint is missing or not its store row's (issue 43)."""
+    from interp.sweeps import store
+    from interp.training import checkpoints
+
+    base = {k: r[k] for k in ("group", *GROUP_FIELDS, "seed")}
+    base.update(accuracy=float(r.accuracy), outcome=r.outcome)
+    try:
+        model = checkpoints.load(store.checked_checkpoint(store_path, r))
+    except store.CheckpointMismatch as e:
+        log.warning("skipped: %s", e)
+        return None
+    # the store's case and n, checked against the checkpoint's own
+    base.update(measure(model, case=int(r.case), n=int(r.n), batch_size=batch_size))
+    return {**base, **labels_of(base)}  # routing, code, key_code, mechanism (issue 42)
+
+
 def analyze_sweep(
     path, *, where: dict | None = None, all_groups: bool = False, success: float = SUCCESS,
     fail_below: float | None = None, batch_size: int = 512, progress=None,
@@ -276,7 +289,6 @@ def analyze_sweep(
     ``progress``: a wrapper ``progress(iterable, total=, desc=)`` such as ``tqdm.tqdm``; None: quiet."""
     import pandas as pd
 
-    from interp.training import checkpoints
     from interp.sweeps import store
 
     store_path = find_store(path)
@@ -301,22 +313,11 @@ def analyze_sweep(
         wanted |= set(counts[counts.success > 0].group)
     chosen = [g for g in counts.group if g in wanted]  # the groups' order
     counts["analysed"] = counts.group.isin(set(chosen))
-    rows = []
     todo = df[df.group.isin(set(chosen))]
     it = todo.iterrows()
     if progress is not None:  # the CLI's bar: only interp.cli writes to the terminal
         it = progress(it, total=len(todo), desc="measuring seeds")
-    for _, r in it:
-        base = {k: r[k] for k in ("group", *GROUP_FIELDS, "seed")}
-        base.update(accuracy=float(r.accuracy), outcome=r.outcome)
-        if not r.checkpoint:
-            log.warning("run %s has no checkpoint; skipped", r["name"])
-            continue
-        model = checkpoints.load(r.checkpoint)
-        # the store's case and n, checked against the checkpoint's own
-        base.update(measure(model, case=int(r.case), n=int(r.n), batch_size=batch_size))
-        base["mechanism"] = mechanism(base)
-        rows.append(base)
+    rows = [row for _, r in it if (row := _measured_row(store_path, r, batch_size)) is not None]
     table = pd.DataFrame(rows)
     answers = {}
     for label in chosen:

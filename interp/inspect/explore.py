@@ -224,7 +224,7 @@ def _measured(store_file, r, batch_size: int) -> tuple[dict, object]:
     row = {k: r[k] for k in ("name", "group", *analysis.GROUP_FIELDS, "seed", "outcome")}
     row.update(accuracy=float(r.accuracy), id=seed_id(r["name"]))
     row.update(analysis.measure(model, case=int(r.case), n=int(r.n), batch_size=batch_size))
-    row["mechanism"] = analysis.mechanism(row)
+    row.update(labels.labels_of(row))  # routing, code, key_code, mechanism (issue 42)
     return row, model
 
 
@@ -250,12 +250,12 @@ def _fmt(v, key: str = "") -> str:
 
 def _legend() -> str:
     items = "".join(f"<li><b>{k}</b>: {html.escape(v, quote=False)}</li>\n" for k, v in labels.MECHANISMS.items())
-    return (f"<h2>Mechanisms</h2>\n<p>Labels of <code>interp.inspect.analysis.mechanism</code>, "
-            f"read off each seed's measures:</p>\n<ul class=\"legend\">\n{items}</ul>\n")
+    return (f"<h2>Mechanisms</h2>\n<p>Labels of <code>interp.inspect.levels.mechanism</code> (the "
+            f"routing and the code together), read off each seed's measures:</p>\n<ul class=\"legend\">\n{items}</ul>\n")
 
 
 def _sweep_table(table) -> str:
-    cols = ["seed", "group", "accuracy", "outcome", "mechanism"]
+    cols = ["seed", "group", "accuracy", "outcome", "mechanism", "routing", "code"]
     cols += [c for c in TABLE_MEASURES if c in table.columns]
     head = "".join(f"<th>{c}</th>" for c in cols)
     body = []
@@ -319,6 +319,8 @@ def _seed_section(row: dict, model, out: Path, inputs: int, loss_curve: str = ""
             f"<h2>{html.escape(title)}</h2>\n<p>run <code>{html.escape(str(row['name']))}</code>: "
             f"accuracy {row['accuracy']:.3f} ({row['outcome']})</p>\n"
             + viz.mechanism_html(row["mechanism"])
+            + f"<p>routing: <b>{row['routing']}</b>; code: values <b>{row['code']}</b>, target key "
+              f"<b>{row['key_code']}</b> (<code>interp.inspect.levels</code>)</p>\n"
             + f'<div class="row">\n<div>\n<h3>Attention on {inputs} input(s)</h3>\n'
             + compact_attention(model, tokens, **own)
             + '<p><button type="button" class="show-all" aria-expanded="false">show all</button></p>\n'

@@ -28,7 +28,7 @@ import math
 from pathlib import Path
 
 from interp.inspect.atlas import CELL, RUN, cell_text
-from interp.inspect.atlas_figures import panels
+from interp.inspect.atlas_figures import ABBREV, panels
 
 log = logging.getLogger(__name__)
 
@@ -221,8 +221,8 @@ def section(df, source, views: dict[str, str], store_runs=()) -> str:
     return (f'{_STYLE}<section id="atlas">\n<h2>Atlas</h2>\n<p>The mechanism atlas '
             f"(<code>{html.escape(str(source))}</code>, written by <code>interp atlas</code>): "
             f"{len(df)} seeds, {shown} of them with a view on this page. Each cell: seeds "
-            "successful of those run, then the successful seeds' mechanisms (c construction, "
-            "i inverted, m mirror, l mlp-lookup, o none, ? not measured); colour: the success "
+            "successful of those run, then the successful seeds' mechanisms ("
+            + ", ".join(f"{v} {k}" for k, v in ABBREV.items()) + "); colour: the success "
             "fraction (dark: none, yellow: all); blank: not run. Click a cell for its seeds.</p>\n"
             + note + "".join(grids) + '<div id="atlas-chosen">\n<p id="atlas-hint">No cell chosen.</p>\n'
             + "".join(lists) + "</div>\n</section>\n")
