@@ -153,10 +153,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import grid  # noqa: E402
-from interp.sweeps import Layout  # noqa: E402
+from interp.sweeps import TableLayout  # noqa: E402
 
 CONFIGS = grid.configs({grid!r}, {arch!r})
-LAYOUT = Layout(**grid.layout_args({grid!r}, {arch!r}))
+LAYOUT = TableLayout(**grid.layout_args({grid!r}, {arch!r}))
 '''
 
 

@@ -92,7 +92,7 @@ def test_backend_ray_without_ray_is_a_clear_cli_error(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert "--backend ray needs Ray, which is not installed: pip install 'interp-funceval[ray]'" in err
     assert "Traceback" not in err and not (folder / "results").exists()
-    with pytest.raises(ValueError, match="interp\\[ray\\]"):
+    with pytest.raises(ValueError, match="interp-funceval\\[ray\\]"):
         sweeps.run_sweep(sweeps.load(folder), backend="ray")
     assert not (folder / "results").exists()
 

@@ -16,7 +16,7 @@ Training stops at the paper's loss (0.01) or after ``MAX_STEPS`` steps, short of
 atlas (``interp atlas``) and writes its explorer page with the atlas view.
 """
 
-from interp.sweeps import Layout
+from interp.sweeps import TableLayout
 from interp.training.trainer import TrainConfig
 
 PANELS = [(1, "learned"), (3, "none")]  # (case, pos_embed), as grid.PE
@@ -29,5 +29,5 @@ CONFIGS = [
     for case, pe in PANELS for n in NS for d in DS for s in SEEDS
 ]
 
-LAYOUT = Layout(rows=("case", "n"), column="d_token",
+LAYOUT = TableLayout(rows=("case", "n"), column="d_token",
                 title="Atlas demo: cases 1 and 3 at n = 3, 5 (max/avg over 3 seeds)")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import grid  # noqa: E402
-from interp.sweeps import Layout  # noqa: E402
+from interp.sweeps import TableLayout  # noqa: E402
 
 CONFIGS = grid.configs('core', 'mlp-4x')
-LAYOUT = Layout(**grid.layout_args('core', 'mlp-4x'))
+LAYOUT = TableLayout(**grid.layout_args('core', 'mlp-4x'))
