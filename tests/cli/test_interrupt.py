@@ -35,13 +35,28 @@ def test_keyboard_interrupt_is_one_line_and_130(command, monkeypatch, capsys):
 
 def test_sigint_in_a_real_process_prints_one_line():
     """A real SIGINT to ``python -m interp verify`` while it works: one line on stderr, 130."""
+    import threading
+
     proc = subprocess.Popen([sys.executable, "-m", "interp", "verify"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    time.sleep(6)  # imports done, checking constructions
+                            stderr=subprocess.PIPE, start_new_session=True)
+    seen, started = [], threading.Event()
+
+    def read():  # stderr as it comes; the bar's first frame means imports are done
+        for chunk in iter(lambda: proc.stderr.read1(4096), b""):
+            seen.append(chunk)
+            if b"verify:" in b"".join(seen):
+                started.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    started.wait(timeout=300)  # on loaded cores the imports alone can take many seconds
+    time.sleep(1)
     if proc.poll() is not None:
         pytest.skip("interp verify finished before the signal")
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    proc.wait(timeout=120)
+    reader.join(timeout=10)
+    err = b"".join(seen).decode(errors="replace").replace("\r", "\n")
     lines = [line for line in err.splitlines() if line.strip()]
     assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
     assert lines[-1].startswith("interp verify: interrupted"), lines
