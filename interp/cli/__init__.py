@@ -100,6 +100,10 @@ def _main(argv: list[str]) -> int:
     chosen = next((a for a in argv if not a.startswith("-")), None)
     args = _parser(chosen if chosen in COMMANDS else None).parse_args(argv)
     try:
+        if getattr(args, "out", None):  # every command's --out: a name too long for the file
+            from interp.training.files import check_name_length  # system, refused before work
+
+            check_name_length(args.out)
         return int(importlib.import_module(args._module).run(args) or 0)
     except ValueError as e:  # bad input: a clear message, not a traceback
         print(f"interp {args.command}: error: {e}", file=sys.stderr)
