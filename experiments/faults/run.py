@@ -1186,6 +1186,77 @@ def long_out(bench: Bench) -> dict:
     return out
 
 
+def swapped_atlas(bench: Bench) -> dict:
+    """The best run's checkpoint folder swapped with a failed run's (each self-consistent), then
+    ``interp atlas``: the run it would measure is skipped with a line naming it (label
+    ``unmeasured``), never measured as the other run."""
+    import csv
+
+    path = bench.copy_ref("swap-atlas")
+    # the best run (measured: not near chance) and another: a measured run gets a foreign checkpoint
+    by_acc = sorted(bench.reference, key=lambda r: -(bench.reference[r][1] or 0.0))
+    a, b = by_acc[0], by_acc[-1]
+    ca, cb = path.parent / "checkpoints" / a, path.parent / "checkpoints" / b
+    ca.rename(ca.with_name("x"))
+    cb.rename(ca)
+    ca.with_name("x").rename(cb)
+    out_dir = path.parent / "atlas"
+    ran = interp("atlas", path, "--out", out_dir, "--batch-size", "64")
+    rows = {r["name"]: r for r in csv.DictReader((out_dir / "atlas.csv").open())} if (out_dir / "atlas.csv").is_file() else {}
+    skipped = rows.get(a, {}).get("label") == "unmeasured" and a in rows.get(a, {}).get("note", "")
+    served = any(rows.get(r, {}).get("label") not in (None, "unmeasured", "failed") for r in (a, b))
+    out = bench.judge(path, ran, rerun=None, tampered={a, b}, served=served, expect_message=False,
+                      check=ran.code == 0 and skipped and not served)
+    out["checked"] = (f"atlas exit {ran.code}; the measured run skipped by name: {'yes' if skipped else 'NO'}; "
+                      f"measured as the other run: {'YES' if served else 'no'}")
+    return out
+
+
+def atlas_cache(bench: Bench) -> dict:
+    """An atlas.csv with one measured row edited by hand and its last row cut, then ``interp
+    atlas`` again; then again at another --batch-size: every such row is measured again and the
+    command says how many."""
+    path = bench.copy_ref("atlas-cache")
+    out_dir = path.parent / "atlas"
+    first = interp("atlas", path, "--out", out_dir, "--batch-size", "64")
+    table = out_dir / "atlas.csv"
+    lines = table.read_text().splitlines()
+    col = lines[0].split(",").index("qk_diag")
+    i = next(k for k, line in enumerate(lines[1:], 1) if line.split(",")[col] not in ("", "0.0"))
+    fields = lines[i].split(",")
+    fields[col] = "0.0"
+    lines[i] = ",".join(fields)
+    table.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
+    again = interp("atlas", path, "--out", out_dir, "--batch-size", "64")
+    said_bad = "2 cached rows cut or edited" in again.out
+    other = interp("atlas", path, "--out", out_dir, "--batch-size", "32")
+    found = re.search(r"(\d+) rows from the cache, (\d+) measured", other.out)
+    lent, measured = (int(found.group(1)), int(found.group(2))) if found else (-1, -1)
+    failed = sum(1 for line in table.read_text().splitlines()[1:] if ",failed,failed," in line)
+    ok = (first.code == 0 and again.code == 0 and said_bad and other.code == 0
+          and lent == failed and measured == len(bench.reference) - failed)
+    out = bench.judge(path, again, rerun=None, expect_message=False, check=ok)
+    out["checked"] = (f"edited + cut rows reported: {'yes' if said_bad else 'NO'}; at another batch size "
+                      f"{lent} row(s) lent by the cache (the {failed} failed seeds, never measured), "
+                      f"{measured} measured again")
+    return out
+
+
+def atlas_full_disk(bench: Bench) -> dict:
+    """``interp atlas`` under a file-size limit over an earlier atlas: the files there stay the
+    earlier set (atlas.csv, atlas.md, figures written together or not at all)."""
+    path = bench.copy_ref("atlas-full")
+    out_dir = path.parent / "atlas"
+    interp("atlas", path, "--out", out_dir, "--batch-size", "64")
+    before = {p.name: p.read_bytes() for p in out_dir.iterdir() if p.is_file()}
+    ran = interp("atlas", path, "--out", out_dir, "--batch-size", "32", limit_bytes=16 * 1024)
+    now = {p.name: p.read_bytes() for p in out_dir.iterdir() if p.is_file()}
+    mixed = ran.code != 0 and now != before
+    out = bench.judge(path, ran, rerun=None, check=ran.code != 0 and not mixed)
+    out["checked"] = f"exit {ran.code}; the earlier set intact: {'yes' if not mixed else 'NO'}"
+    return out
+
+
 # ------------------------------------------------------------------ the table
 
 #: (key, fault, tries): keys are what --only/--skip match
@@ -1258,6 +1329,10 @@ SCENARIOS = [
     ("orphan-progress", "configs.py edited between a killed sweep and its resume (progress file orphaned)",
      lambda b: [orphan_progress(b)]),
     ("swap-explore", "two checkpoint folders swapped, each self-consistent (interp explore)", lambda b: [swapped_explore(b)]),
+    ("swap-atlas", "a measured run's checkpoint folder swapped with a failed run's (interp atlas)", lambda b: [swapped_atlas(b)]),
+    ("atlas-cache", "atlas.csv: a measure edited, the last row cut; then --batch-size 32 over a cache made at 64",
+     lambda b: [atlas_cache(b)]),
+    ("atlas-full", "interp atlas under a file-size limit (16 KiB) over an earlier atlas", lambda b: [atlas_full_disk(b)]),
     ("sigint-explore", "Ctrl-C (SIGINT) during interp explore, once it writes its page", lambda b: [interrupted(b)]),
     ("long-out", "`interp train --out` a 242-character name", lambda b: [long_out(b)]),
 ]
