@@ -19,7 +19,8 @@ Evaluation (Sometimes)". Five stages, each a sub-package; imports point down the
 
 The names most sessions need are here: ``interp.build``, ``interp.train``,
 ``interp.train_group``, ``interp.TrainConfig``, ``interp.RunResult``, ``interp.load``, ``interp.load_run``,
-``interp.save``, ``interp.read_runs`` (a results store as a DataFrame),
+``interp.save``, ``interp.read_runs`` (a results store as a DataFrame), ``interp.timeline``
+(a run's or a store's snapshots measured and labelled, a DataFrame),
 ``interp.find_counterexample`` and the modules ``interp.tasks``,
 ``interp.models``, ``interp.attention``, ``interp.constructions``, ``interp.forward``. They are
 imported on first use (PEP 562), so ``interp --help`` and the CLI's refusals of bad input answer
@@ -46,6 +47,7 @@ _EXPORTS = {
     "RunResult": "interp.training.runs",
     "TrainConfig": "interp.training.runs",
     "read_runs": "interp.sweeps.frame",
+    "timeline": "interp.inspect.timelines",
     # the trainer's functions, with progress=True meaning the package's tqdm bar (which only
     # interp.cli may show): interp.cli.bars
     "train": "interp.cli.bars",

@@ -14,6 +14,7 @@ inspect, theory) logs and returns data; these modules parse, call it and print.
   ``interp viz``, ``interp analyze-sweep``.
 * :mod:`interp.cli.explore` - ``interp explore``, the sweep explorer page.
 * :mod:`interp.cli.atlas` - ``interp atlas``, the mechanism atlas of a store (issue 29).
+* :mod:`interp.cli.timeline` - ``interp timeline``, mechanism timelines through training (issue 46).
 * :mod:`interp.cli.train`, :mod:`interp.cli.curves` - ``interp train`` (one run from the shell)
   and ``interp curves`` (loss curves drawn); :mod:`interp.cli.bars` - the tqdm bar the library's
   ``progress=`` takes, and ``interp.train``/``interp.train_group`` with ``progress=True``.
@@ -53,6 +54,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyze-sweep": ("interp.cli.analysis", "per-seed measures of a sweep's bimodal configs, with written answers"),
     "explore": ("interp.cli.explore", "one offline HTML page of a sweep's seeds: table, violins, attention, QK/OV, probes"),
     "atlas": ("interp.cli.atlas", "the mechanism atlas of a store: per-seed labels, atlas.md with the predictions, phase diagrams"),
+    "timeline": ("interp.cli.timeline", "mechanism timelines of a run or store: each snapshot's measures and labels, a figure per run"),
 }
 
 

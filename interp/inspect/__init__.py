@@ -30,6 +30,8 @@ and ``n=`` are optional and checked against the model's.
 * :mod:`~interp.inspect.explore` - the sweep explorer: one offline HTML page of a sweep's seeds.
 * :mod:`~interp.inspect.explore_atlas` - the explorer's atlas view: the atlas as clickable grids.
 * :mod:`~interp.inspect.curves` - loss curves drawn: one run, or a store's cells as small multiples.
+* :mod:`~interp.inspect.timelines` - mechanism timelines: every snapshot of a run measured and
+  labelled (``interp.timeline``); :mod:`~interp.inspect.timeline_report` - their figures and tables.
 * :mod:`~interp.inspect.atlas` - the mechanism atlas: one row per seed (cell, outcome, measures,
   label), ``atlas.md``; :mod:`~interp.inspect.atlas_predictions` - its pre-registered
   predictions computed; :mod:`~interp.inspect.atlas_figures` - its phase diagrams;

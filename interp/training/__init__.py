@@ -12,6 +12,8 @@
 * :mod:`~interp.training.checkpoints` - safetensors checkpoints with checksums;
   :mod:`~interp.training.progress` - a training group's state saved mid-run, to go on from
   (here, not in :mod:`interp.sweeps`, because the trainer writes it between steps).
+* :mod:`~interp.training.snapshots` - a run's parameters at log-spaced steps and around its
+  plateau exit, kept without changing its bits, saved checksummed in ``timeline/``.
 * :mod:`~interp.training.files` - files and folders written whole or not at all (temp file,
   fsync, rename; never through a symlink), for every stage that writes one.
 * :mod:`~interp.training.machine` - MKL's branch, glibc's freed memory, the CPU's name.

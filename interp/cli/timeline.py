@@ -1,0 +1,57 @@
+"""``interp timeline RUN_OR_STORE [--out DIR] [--json]``: mechanism timelines (issue 46).
+
+``RUN_OR_STORE``: a run folder (``interp train``'s, or a sweep's checkpoint folder) or a store
+(a store file, a sweep folder). Every snapshot of each run is measured and labelled
+(:func:`interp.inspect.timelines.timeline`); a run without snapshots is trained again with them
+first (on the CPU, checked bit for bit against its checkpoint, and saved beside it in
+``timeline/``). Writes, whole or not at all, into ``--out`` (default: the run folder, or the
+folder the store's sweep lives in): ``timeline.csv`` (one row per run and snapshot),
+``timeline.md`` (per run: when the routing forms, when the code settles, the plateau exit, the
+outcome) and ``timeline-<run>-seed<S>.png`` per run
+(:mod:`interp.inspect.timeline_report`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def add_arguments(p) -> None:
+    p.add_argument("source", metavar="RUN_OR_STORE",
+                   help="a run folder, a sweep folder (with results/store.sqlite) or a store file")
+    p.add_argument("--out", default=None,
+                   help="output folder (default: the run folder, or the sweep's folder)")
+    p.add_argument("--keep", type=int, default=20,
+                   help="most snapshots per run trained again here (default 20; saved ones stay as they are)")
+    p.add_argument("--batch-size", type=int, default=256, help="inputs per measure (default 256)")
+    p.add_argument("--json", action="store_true", help="print the written paths as JSON")
+
+
+def default_out(source: Path) -> Path:
+    if source.is_dir() and (source / "config.json").is_file():
+        return source
+    from interp.sweeps.frame import find_store
+
+    store = find_store(source).resolve()
+    return store.parent.parent if store.parent.name == "results" else store.parent
+
+
+def run(args) -> int:
+    from interp.inspect.timeline_report import write_timeline
+
+    source = Path(args.source)
+    if not source.exists():
+        raise ValueError(f"{source} does not exist; accepted: a run folder, a sweep folder or a store file")
+    if args.keep < 2:
+        raise ValueError(f"--keep {args.keep}; accepted: an integer >= 2 (step 0 and the last step)")
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size {args.batch_size}; accepted: an integer >= 1")
+    out = Path(args.out) if args.out else default_out(source)
+    written = write_timeline(source, out, batch_size=args.batch_size, keep=args.keep)
+    if args.json:
+        print(json.dumps(written))
+    else:
+        print(f"timelines of {len(written['figures'])} run(s), {written['rows']} snapshots: "
+              f"{written['markdown']}, {written['csv']}, {len(written['figures'])} figure(s)")
+    return 0

@@ -1,0 +1,58 @@
+"""``interp timeline``: on a tiny ``interp train`` run it trains the run again with snapshots,
+saves them beside the checkpoint, and writes the CSV, the Markdown and a drawn figure per run;
+on the run's store file it reads the saved snapshots; bad options are refused before any work."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from interp import cli
+from interp.training import snapshots
+
+TINY = ["--case", "3", "--n", "5", "--d-token", "4", "--pe", "none", "--steps", "80"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("timeline") / "run"
+    assert cli.main(["train", *TINY, "--out", str(out), "--json"]) == 0
+    return out
+
+
+def test_timeline_of_a_train_run_writes_its_files(run_dir, tmp_path, capsys, assert_drawn):
+    capsys.readouterr()
+    out = tmp_path / "report"
+    assert cli.main(["timeline", str(run_dir), "--out", str(out), "--keep", "4", "--json"]) == 0
+    written = json.loads(capsys.readouterr().out)
+    assert snapshots.has_snapshots(run_dir)
+    df = pd.read_csv(written["csv"])
+    assert len(df) == written["rows"] <= 4 and df.step.iloc[0] == 0 and df.step.iloc[-1] == 80
+    assert {"routing", "code", "mechanism", "plateau_exit", "outcome", "qk_diag", "loss"} <= set(df.columns)
+    md = (out / "timeline.md").read_text()
+    assert "routing forms" in md and "code settles" in md and "plateau exit" in md
+    [figure] = written["figures"]
+    assert figure.endswith("-seed0.png") and f"]({figure.rsplit('/', 1)[-1]})" in md
+    assert_drawn(figure)
+    # the store of the same folder: the snapshots saved above are read, not trained again
+    stamp = (run_dir / "timeline" / "manifest.json").stat().st_mtime_ns
+    assert cli.main(["timeline", str(run_dir / "store.sqlite"), "--out", str(tmp_path / "again")]) == 0
+    assert "1 run(s)" in capsys.readouterr().out
+    assert (run_dir / "timeline" / "manifest.json").stat().st_mtime_ns == stamp
+    assert pd.read_csv(tmp_path / "again" / "timeline.csv").equals(df)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--keep", "1"], "--keep 1"),
+    (["--batch-size", "0"], "--batch-size 0"),
+])
+def test_bad_options_are_refused_before_any_work(run_dir, tmp_path, capsys, args, says):
+    assert cli.main(["timeline", str(run_dir), "--out", str(tmp_path / "x"), *args]) != 0
+    assert says in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_a_missing_source_is_named(tmp_path, capsys):
+    assert cli.main(["timeline", str(tmp_path / "nowhere")]) != 0
+    assert "nowhere does not exist" in capsys.readouterr().err

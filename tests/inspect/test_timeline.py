@@ -1,0 +1,104 @@
+"""Mechanism timelines (issue 46): snapshots measured and labelled, and what is refused.
+
+A run initialised with the paper's case-3 construction (its weights copied into the trained
+architecture, W_Q scaled so the softmax is sharp) is a lookup from step 0; a run folder without
+snapshots is trained again with them and saved; a checkpoint this machine does not train again
+bit for bit, or a timeline whose last snapshot is not the checkpoint, is refused by name.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import interp
+from interp.inspect import timelines
+from interp.training import checkpoints, snapshots
+from interp.training.runs import TrainConfig, evaluate_accuracy, init_model
+
+BETA = 100.0
+
+
+def construction_run():
+    """Case 3, n 5 in the trained architecture (d_token 2, no positions), with the softmax
+    construction's weights: d_head 2 padded with zeros to the model's 4."""
+    config = TrainConfig(case=3, n=5, d_token=2, pos_embed="none", init="pytorch", max_steps=40)
+    source = interp.constructions.build(3, 5, attention="softmax", beta=BETA).state_dict()
+    model = init_model(config)
+    with torch.no_grad():
+        for name, p in model.state_dict().items():
+            w = source[name] * (BETA if name.endswith("W_Q") else 1.0)
+            padded = torch.zeros_like(p)
+            padded[tuple(slice(0, d) for d in w.shape)] = w
+            p.copy_(padded)
+    return config, model
+
+
+def test_a_construction_initialised_run_is_a_lookup_from_step_0(tmp_path):
+    config, model = construction_run()
+    assert evaluate_accuracy(model, config) == 1.0
+    results, snaps = snapshots.train_with_snapshots([config], models_=[model], keep=3)
+    folder = tmp_path / "run"
+    checkpoints.save(results[0], folder)
+    snapshots.save_snapshots(folder, snaps[0])
+    df = timelines.timeline(folder)
+    first = df[df.step == 0].iloc[0]
+    assert first.acc == 1.0 and first.routing == "lookup", first.to_dict()
+    assert first.mechanism in ("construction", "lookup-key-code", "lookup-uneven-circle")
+    assert list(df.step) == sorted(snaps[0]) and (df.outcome == "success").all()
+    assert timelines.formation(df)["routing_forms"] == 0
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A run folder as a sweep leaves it (a checkpoint with its result), without snapshots."""
+    config = TrainConfig(case=3, n=5, d_token=4, pos_embed="none", init="pytorch", max_steps=60)
+    from interp.training import trainer
+
+    folder = tmp_path_factory.mktemp("trained") / "run"
+    checkpoints.save(trainer.train(config), folder)
+    return folder
+
+
+def test_a_run_without_snapshots_is_trained_again_and_saved(trained, tmp_path):
+    import shutil
+
+    folder = tmp_path / "run"
+    shutil.copytree(trained, folder)
+    df = interp.timeline(folder, keep=3)
+    assert snapshots.has_snapshots(folder) and len(df) == 3 and list(df.step)[0] == 0
+    assert set(df.columns) >= {"step", "loss", "acc", "qk_diag", "follow", "value_dim", "routing",
+                               "code", "key_code", "mechanism", "plateau_exit", "outcome"}
+    assert df.loss.notna().all() and df.step.iloc[-1] == checkpoints.load_run(folder).metrics["steps"]
+    # a timeline whose last snapshot is not the checkpoint's model
+    saved = snapshots.load_snapshots(folder)
+    last = max(saved)
+    saved[last] = {k: v + 1.0 if k.endswith("W_U") else v for k, v in saved[last].items()}
+    snapshots.save_snapshots(folder, saved)
+    with pytest.raises(ValueError, match=rf"run {folder}: snapshot timeline/step-{last}\.safetensors is not the checkpoint's model"):
+        timelines.timeline(folder)
+
+
+def test_a_checkpoint_this_machine_does_not_train_again_is_refused(trained, tmp_path):
+    run = checkpoints.load_run(trained)
+    with torch.no_grad():
+        run.model.unembed.b_U.add_(1e-6)
+    folder = tmp_path / "run"
+    checkpoints.save(run.model, folder, config=run.config)
+    with pytest.raises(ValueError, match=rf"run {folder}: this machine trains another model than the stored one"):
+        timelines.timeline(folder, keep=3)
+    assert not snapshots.has_snapshots(folder)
+
+
+def test_formation_follows_the_preregistered_definitions():
+    def rows(routes, codes):
+        return [dict(run="r", seed=0, step=s, routing=r, code=c, mechanism=r, plateau_exit=20, outcome="success")
+                for s, r, c in zip((0, 10, 20, 30, 40), routes, codes)]
+
+    f = timelines.formation(rows(["none", "lookup", "none", "lookup", "lookup"],
+                                 ["unread", "codebook", "circle", "codebook", "codebook"]))
+    assert (f["routing_forms"], f["code_settles"]) == (30, 30)
+    f = timelines.formation(rows(["none", "other", "other", "other", "other"], ["unread"] * 5))
+    assert (f["routing_forms"], f["code_settles"]) == (None, 0)
+    assert timelines.changes(rows(["none", "lookup", "lookup", "lookup", "lookup"], ["unread"] * 5)) == [
+        (10, "routing none -> lookup")]
