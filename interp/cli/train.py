@@ -27,29 +27,28 @@ import signal
 import sys
 from pathlib import Path
 
-#: the paper's protocol as the tables run it; tests/cli/test_train.py checks these against
-#: TrainConfig's defaults (all but init, which the tables set to "pytorch")
-DEFAULTS = dict(n_layers=1, pos_embed="learned", d_mlp=0, seed=0, max_steps=10_000, lr=1e-3,
-                batch_size=256, stop_loss=0.01, init="pytorch", function="permutation")
+#: the paper's protocol flags (the model's come from its fields' declarations: :func:`model_flags`);
+#: tests/cli/test_train.py checks these against TrainConfig's defaults
+DEFAULTS = dict(seed=0, max_steps=10_000, lr=1e-3, batch_size=256, stop_loss=0.01, function="permutation")
 #: what ``--force`` may replace: a folder holding these and STORE only (an earlier ``interp train``)
 RUN_FILES = ("model.safetensors", "config.json")
 STORE = "store.sqlite"
 
 
 def add_arguments(p) -> None:
+    from interp.core.fields import CHOSEN, READINGS
+
     d = DEFAULTS
-    p.add_argument("--case", type=int, required=True, help="input presentation, 1-5")
-    p.add_argument("--n", type=int, required=True, help="table size n (f: [n] -> [n])")
-    p.add_argument("--d-token", type=int, required=True, help="token embedding width")
-    p.add_argument("--layers", type=int, default=d["n_layers"], help=f"layers (default {d['n_layers']})")
-    p.add_argument("--pe", default=d["pos_embed"], help="positional embedding: learned (default) or none")
-    p.add_argument("--d-mlp", type=int, default=d["d_mlp"], help="MLP width per block (default 0: attention only)")
+    others = ", ".join(f"{k} ({r.source})" for k, r in READINGS.items() if k != CHOSEN)
+    p.add_argument("--reading", default=CHOSEN, choices=list(READINGS),
+                   help=f"a named reading of the architecture, the preset TrainConfig.paper trains (default "
+                        f"{CHOSEN}: {READINGS[CHOSEN].source}); others: {others}. A model flag below "
+                        "overrides the reading's value for its field")
+    model_flags(p)
     p.add_argument("--seed", type=int, default=d["seed"], help="seed of init, data and test data (default 0)")
     p.add_argument("--steps", type=int, default=d["max_steps"], help=f"at most this many steps (default {d['max_steps']})")
     p.add_argument("--stop-loss", type=float, default=d["stop_loss"],
                    help=f"stop once the training-batch loss is below this (default {d['stop_loss']}; 0: never)")
-    p.add_argument("--init", default=d["init"],
-                   help="initialisation (default pytorch, as the tables; TrainConfig's own default is gpt2)")
     p.add_argument("--function", default=d["function"], help="permutation (default, the paper) or any")
     p.add_argument("--lr", type=float, default=d["lr"], help=f"Adam learning rate (default {d['lr']:g})")
     p.add_argument("--batch-size", type=int, default=d["batch_size"], help=f"inputs per step (default {d['batch_size']})")
@@ -61,6 +60,43 @@ def add_arguments(p) -> None:
                         "store.sqlite; anything else is named and refused); never a folder inside a results "
                         "store's folder, such as a sweep's checkpoints")
     p.add_argument("--json", action="store_true", help="no bar; print the run's metrics as JSON")
+
+
+def _bool(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise ValueError(text)
+    return text.lower() == "true"
+
+
+_bool.__name__ = "true/false"  # argparse's "invalid true/false value"
+
+def model_flags(p) -> list[str]:
+    """One flag per TrainConfig field that declares one (:mod:`interp.core.fields`): the model's
+    fields and key_order, each parsed as its default's type, unset (None) unless given; the
+    fields without a default are required. Returns the fields, in order."""
+    import dataclasses
+
+    from interp.core import fields
+    from interp.training.runs import PAPER_INIT, TrainConfig
+
+    declared = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    set_by_readings = {k for r in fields.READINGS.values() for k in (*r.fields, "d_mlp", "mlp")}
+    names = []
+    for name, info in fields.infos(TrainConfig).items():
+        if not info.flag:
+            continue
+        default = declared[name].default
+        required = default is dataclasses.MISSING
+        kind = int if required else {bool: _bool}.get(type(default), type(default))
+        accepted = info.words or "/".join(str(a).lower() if kind is _bool else str(a) for a in info.accepted)
+        preset = str(PAPER_INIT if name == "init" else default)
+        preset = preset.lower() if kind is _bool else preset
+        said = ("required" if required else f"default: the reading's, else {preset}" if name in set_by_readings
+                else f"default {preset}")
+        p.add_argument(info.flag, dest=name, type=kind, required=required,
+                       help=f"{info.help}" + (f"; {accepted}" if accepted else "") + f" ({said})")
+        names.append(name)
+    return names
 
 
 def check_out(out: Path, force: bool) -> None:
@@ -156,12 +192,19 @@ def store_above(out: Path) -> Path | None:
 
 
 def config_from_args(args):
+    """The TrainConfig of the parsed flags: ``TrainConfig.paper`` of ``--reading``, with every
+    model flag given over the reading's value (an ``--init`` other than the preset's too)."""
+    import argparse
+
     from interp.training.runs import TrainConfig
 
-    return TrainConfig(case=args.case, n=args.n, d_token=args.d_token, n_layers=args.layers,
-                       pos_embed=args.pe, d_mlp=args.d_mlp, seed=args.seed, max_steps=args.steps,
-                       stop_loss=args.stop_loss, init=args.init, function=args.function,
-                       lr=args.lr, batch_size=args.batch_size)
+    names = model_flags(argparse.ArgumentParser(add_help=False))
+    given = {k: getattr(args, k) for k in names if k not in ("case", "n", "d_token") and getattr(args, k) is not None}
+    init = given.pop("init", None)
+    config = TrainConfig.paper(args.case, args.n, args.d_token, reading=args.reading, seed=args.seed,
+                               max_steps=args.steps, stop_loss=args.stop_loss, function=args.function,
+                               lr=args.lr, batch_size=args.batch_size, **given)
+    return config if init is None else config.replace(init=init)
 
 
 def write_run(result, out: Path, *, started_at: str | None = None) -> Path:

@@ -12,6 +12,8 @@
   :mod:`~interp.core.cache` (its class: TransformerLens's residual decompositions right on every spec);
   :mod:`~interp.core.roundtrip` takes a model's weights out to a plain ``HookedTransformer``
   and back (``to_vanilla``, ``from_state_dict``, with what a state dict does not hold).
+* :mod:`~interp.core.fields` - what each field declares (accepted values, its TransformerLens
+  config, engine limits, reading field, CLI flag) and the named readings (f14, ...).
 * :mod:`~interp.core.tokens` - the task tokenizer (``to_str_tokens``) and the input check that
   every model carries.
 * :mod:`~interp.core.attention` - leftmost/rightmost/average/softmax attention as permanent

@@ -109,31 +109,47 @@ SMALLEST = {"n": 2, "d_token": 1, "n_layers": 1, "d_mlp": 0, "batch_size": 1, "s
 
 def train_step_bytes(
     case: int, n: int, d_token: int, *, n_layers: int = 1, d_mlp: int = 0, batch_size: int = 256,
-    seeds: int = 1,
+    seeds: int = 1, **spec,
 ) -> int:
     """An upper estimate of the memory of one training step, in bytes (float32).
 
-    Per seed, with TransformerLens's shapes (d_model = 2 d_token in cases 2-3, d_head =
-    d_model, one head, logits over n at every position):
+    Per seed, with the shapes of the model's HookedTransformerConfig as its fields declare them
+    (:func:`hooked_shape`; ``spec``: the other ModelSpec fields, default theirs): d_model, d_head,
+    n_heads (h), n_ctx (pos), d_vocab, d_mlp, logits over n at every position:
 
     * parameters P = W_E [d_vocab, d_model] + W_pos [pos, d_model] + per layer W_Q, W_K, W_V,
-      W_O [d_model, d_model] (+ W_in, W_out [d_model, d_mlp]) + W_U [d_model, n], held 4 times
-      (weights, gradients, Adam's two moments);
-    * activations A = per layer 6 [batch, pos, d_model] (residual, q, k, v, z, out),
-      2 [batch, query_pos, key_pos] (scores, pattern), 2 [batch, pos, d_mlp] (pre, post), plus
-      the embedding [batch, pos, d_model] and the logits [batch, pos, n], held twice (forward
-      and backward).
+      W_O [h, d_model, d_head] and their biases (+ W_in, W_out [d_model, d_mlp]) + W_U
+      [d_model, n], held 4 times (weights, gradients, Adam's two moments);
+    * activations A = per layer 2 [batch, pos, d_model] (residual, out), 4 [batch, pos, h,
+      d_head] (q, k, v, z), 2 [batch, h, query_pos, key_pos] (scores, pattern), 2 [batch, pos,
+      d_mlp] (pre, post), plus the embedding [batch, pos, d_model] and the logits [batch, pos,
+      n], held twice (forward and backward).
 
     A group of seeds trains stacked, so the total is ``seeds`` times one seed's. The fast
     trainer needs less (it computes the final position only); this bounds both engines.
     """
-    task = tasks.get(case)
-    d, pos, vocab = task.d_model(d_token), task.seq_len(n), task.d_vocab(n)
-    layer = 4 * d * d + 4 * d + (2 * d * d_mlp + d_mlp + d if d_mlp else 0)
-    params = vocab * d + pos * d + n_layers * layer + d * n + n
-    acts = n_layers * (6 * batch_size * pos * d + 2 * batch_size * pos * pos
-                       + 2 * batch_size * pos * d_mlp) + batch_size * pos * (d + n)
+    c = hooked_shape(case, n, d_token, n_layers=n_layers, d_mlp=d_mlp, **spec)
+    d, h, dh, pos, vocab, L = c["d_model"], c["n_heads"], c["d_head"], c["n_ctx"], c["d_vocab"], c["n_layers"]
+    mlp = 0 if c["attn_only"] else c["d_mlp"]
+    layer = 4 * d * h * dh + 3 * h * dh + d + (2 * d * mlp + mlp + d if mlp else 0)
+    params = vocab * d + pos * d + L * layer + d * n + n
+    b = batch_size
+    acts = L * (2 * b * pos * d + 4 * b * pos * h * dh + 2 * b * h * pos * pos + 2 * b * pos * mlp) + b * pos * (d + n)
     return 4 * (4 * params + 2 * acts) * seeds
+
+
+def hooked_shape(case: int, n: int, d_token: int, **spec) -> dict:
+    """The HookedTransformerConfig fields (as a dict) of a model with these ModelSpec fields,
+    the others at their defaults, as each field declares them (:func:`interp.core.fields.hooked`);
+    unvalidated, so a size the estimate caps need not be a valid spec."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from interp.core import fields, models
+
+    values = {f.name: f.default for f in dataclasses.fields(models.ModelSpec) if f.default is not dataclasses.MISSING}
+    values.update(spec, case=case, n=n, d_token=d_token, d_model=tasks.get(case).d_model(d_token))
+    return {**models._CONSTANT, **fields.hooked(SimpleNamespace(**values), models.ModelSpec)}
 
 
 def check_trainable(config, seeds: int = 1) -> None:
@@ -144,13 +160,16 @@ def check_trainable(config, seeds: int = 1) -> None:
     have = memory_bytes()
     sizes = {f: getattr(config, f) for f in ("n", "d_token", "n_layers", "d_mlp", "batch_size")}
     sizes["seeds"] = seeds
-    need = train_step_bytes(config.case, **sizes)
+    from interp.core import fields, models
+
+    spec = {f: getattr(config, f) for f in fields.infos(models.ModelSpec) if f not in (*sizes, "case")}
+    need = train_step_bytes(config.case, **sizes, **spec)
     if not have or need <= have // 2:
         return
     d_model = tasks.get(config.case).d_model(config.d_token)
 
     def capped(at: dict) -> dict:
-        return {f: train_step_bytes(config.case, **{**sizes, f: min(sizes[f], v)}) for f, v in at.items()}
+        return {f: train_step_bytes(config.case, **{**sizes, f: min(sizes[f], v)}, **spec) for f, v in at.items()}
 
     smaller = capped({**PAPER_SCALE, "d_mlp": 4 * d_model})
     if min(smaller.values()) == need:  # every field within the paper's scale: a small machine

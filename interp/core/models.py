@@ -8,7 +8,7 @@ width after its attention (the paper's Section 2 "k-layer transformer": k attent
 any number of MLP layers), i.e. TransformerLens's ``attn_only=False, act_fn="relu"``, still
 without LayerNorm.
 
-Every architectural choice is a field of :class:`ModelSpec` (its docstring tabulates them),
+Every architectural choice is a field of :class:`ModelSpec`, declared with its facts,
 validated once there; :func:`from_spec` builds the model and attaches the spec
 (``model.spec``), which the evaluator (:mod:`interp.core.forward`), the fast engine, checkpoints
 and run names read. What TransformerLens has no switch for is done here: fixed tensors
@@ -29,8 +29,9 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from interp.core import embed_scale, residual, tasks
+from interp.core import embed_scale, fields, residual, tasks
 from interp.core.cache import TaskTransformer
+from interp.core.fields import declare
 from interp.core.pairs import (  # noqa: F401 - re-exported: models.pair_tables etc.
     PairEmbedding, ReadOnlyWeightError, has_pair_embedding, pair_tables, tie_pair_embedding,
 )
@@ -62,88 +63,81 @@ def _is_int(x) -> bool:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Every architectural choice of a task model, each validated here and nowhere else.
+    """Every architectural choice of a task model, each declared, with its facts, once below.
 
-    ============  =========================  =========  ==============================================
-    field         accepted                   default    what it chooses
-    ============  =========================  =========  ==============================================
-    case          1..5                       required   the presentation (:mod:`interp.core.tasks`)
-    n             an integer >= 1            required   the table size (d_vocab_out = n)
-    d_token       an integer >= 1            required   a token's width; d_model = 2 d_token in cases 2-3
-    n_layers      1, 2                       1          attention layers: one head, d_head = d_model
-    pos_embed     "learned", "none"          "learned"  "none": W_pos zero and frozen
-    d_mlp         an integer >= 0            0          ReLU MLP width (0: attention-only)
-    mlp           "every", "last"            "every"    MLPs after every attention layer, or the last only
-    attn_bias     True, False                True       False: b_Q, b_K, b_V, b_O zero and frozen
-    unembed_bias  True, False                True       False: b_U zero and frozen
-    W_O           "free", "identity"         "free"     "identity": W_O = I, frozen (one value matrix)
-    residual      "stream", "embed"          "stream"   "embed": resid_mid_l = x_0 + attn_l(x_l)
-    init          :data:`INITS`              "gpt2"     the initialisation family
-    pos_init      "drawn", "zero"            "drawn"    a learned W_pos drawn by ``init``, or zero
-    embed_scale   "1", "sqrt_d_model"        "1"        the token embedding times 1 or sqrt(d_model)
-    ============  =========================  =========  ==============================================
+    A field's declaration (:func:`interp.core.fields.declare`) says the values it accepts, the
+    HookedTransformerConfig fields it sets (:func:`hooked_config`) or how the model gets it
+    otherwise, the engines that compute only some of its values, whether it tells readings
+    apart in the atlas and its ``interp train`` flag; validation, the TransformerLens config
+    (building and loading a checkpoint), the memory estimate, engine refusals, the atlas and
+    the CLI read it there (:mod:`interp.core.fields`). ``case``, ``n`` and ``d_token`` are
+    required; everything after ``pos_embed`` is keyword-only.
 
     ``mlp="last"`` needs d_mlp > 0. "stream" is x_{l+1} = x_l + attn_l(x_l) (+ MLP); "embed" is
     the paper's literal "sum of the input embedding and the attention layer's output" in every
     layer. With one layer, mlp="last" is "every" and "embed" is "stream" (same model, own name).
     "identity" is the paper's single value matrix. pos_init="zero" starts a learned W_pos at
-    zero (trainable: a ``nn.Parameter(torch.zeros(...))``); it needs pos_embed="learned".
-    embed_scale="sqrt_d_model" multiplies the token embedding (``hook_embed``, before W_pos is
-    added) by sqrt(d_model), as Vaswani et al. (2017, Section 3.4) and PyTorch's transformer
-    tutorial do; it is a permanent hook on ``hook_embed`` (:mod:`interp.core.embed_scale`), so
-    ``hook_embed`` caches the scaled embedding. Init families (:mod:`interp.core.inits`):
-    "gpt2", "xavier_*", "kaiming_*" are TransformerLens's; "pytorch" is what ``nn.Embedding`` /
-    ``nn.Linear`` give (N(0, 1), U(+-1/sqrt(fan_in))); "mha" is ``nn.MultiheadAttention``'s
-    (Xavier-uniform joint in_proj for W_Q, W_K, W_V, zero biases, out_proj as ``nn.Linear``).
+    zero (trainable); it needs pos_embed="learned". embed_scale="sqrt_d_model" multiplies the
+    token embedding (``hook_embed``, before W_pos is added) by sqrt(d_model), as Vaswani et al.
+    (2017, Section 3.4) do, by a permanent hook (:mod:`interp.core.embed_scale`). Init families
+    (:mod:`interp.core.inits`): "gpt2", "xavier_*", "kaiming_*" are TransformerLens's;
+    "pytorch" is what ``nn.Embedding`` / ``nn.Linear`` give; "mha" is
+    ``nn.MultiheadAttention``'s.
 
     Fixed tensors are frozen parameters holding their value (:func:`fixed_weights`), so
     TransformerLens's own forward computes every variant; residual="embed" is a permanent hook
-    on ``blocks.{l}.hook_resid_mid`` (``hook_resid_post`` without MLPs), l >= 1, that carries
-    x_0 + attn_out (:mod:`interp.core.residual`). Everything after ``pos_embed`` is keyword-only.
-    A new field: add it here with today's behaviour as default, apply it in :func:`from_spec`,
-    and compute it in ``interp.training.fast_math`` and :mod:`interp.core.forward` (or refuse it
-    there by name); run names hash it only when it is off its default (``TrainConfig.name``).
+    on ``blocks.{l}.hook_resid_mid`` (``hook_resid_post`` without MLPs), l >= 1
+    (:mod:`interp.core.residual`). A new field: its declaration here with today's behaviour as
+    default, and its math in ``interp.training.fast_math`` (or ``engines={"fast": (default,)}``
+    in its declaration: the fast engine then refuses the other values by name, before anything
+    is built); run names hash it only when it is off its default (``TrainConfig.name``).
     """
 
-    case: int
-    n: int
-    d_token: int
-    n_layers: int = 1
-    pos_embed: str = "learned"
+    case: int = declare(check=tasks.check_case, hooked=lambda s: dict(
+        n_ctx=tasks.seq_len(s.case, s.n), d_vocab=tasks.d_vocab(s.case, s.n)),
+        flag="--case", help="input presentation (interp.core.tasks)")
+    n: int = declare(check=tasks.check_n, hooked=lambda s: dict(d_vocab_out=s.n),
+                     flag="--n", help="table size n (f: [n] -> [n])")
+    d_token: int = declare(accepted=lambda v: _is_int(v) and v >= 1, words="an integer >= 1",
+                           hooked=lambda s: dict(d_model=s.d_model, d_head=s.d_model),
+                           flag="--d-token", help="token embedding width (d_model = 2 d_token in cases 2-3)")
+    n_layers: int = declare(1, accepted=(1, 2), words="1 or 2", hooked=lambda s: dict(n_layers=s.n_layers),
+                            flag="--layers", help="attention layers, one head each")
+    pos_embed: str = declare("learned", accepted=POS_EMBEDS, built="none: W_pos zero and frozen",
+                             flag="--pe", help="positional embedding")
     _: KW_ONLY
-    d_mlp: int = 0
-    mlp: str = "every"
-    attn_bias: bool = True
-    unembed_bias: bool = True
-    W_O: str = "free"
-    residual: str = "stream"
-    init: str = "gpt2"
-    pos_init: str = "drawn"
-    embed_scale: str = "1"
+    d_mlp: int = declare(0, accepted=lambda v: _is_int(v) and v >= 0,
+                         words="an integer >= 0 (0: attention-only, no MLP)",
+                         hooked=lambda s: dict(attn_only=True) if not s.d_mlp else dict(attn_only=False, d_mlp=s.d_mlp),
+                         flag="--d-mlp", help="ReLU MLP width per block")
+    mlp: str = declare("every", accepted=MLPS, built="last: the other blocks' MLPs zero and frozen",
+                       acts=lambda case, n_layers, pe: n_layers > 1,
+                       flag="--mlp", help="MLPs after every attention layer, or after the last only")
+    attn_bias: bool = declare(True, accepted=(True, False), built="False: b_Q, b_K, b_V, b_O zero and frozen",
+                              reading=True, flag="--attn-bias", help="attention biases")
+    unembed_bias: bool = declare(True, accepted=(True, False), built="False: b_U zero and frozen",
+                                 reading=True, flag="--unembed-bias", help="the unembedding bias b_U")
+    W_O: str = declare("free", accepted=W_OS, built="identity: W_O = I, frozen", reading=True,
+                       flag="--w-o", help="identity: W_O = I (the paper's single value matrix)")
+    residual: str = declare("stream", accepted=RESIDUALS, built="embed: a hook per layer l >= 1",
+                            reading=True, acts=lambda case, n_layers, pe: n_layers > 1,
+                            flag="--residual", help="embed: resid_mid_l = x_0 + attn_l(x_l)")
+    init: str = declare("gpt2", accepted=INITS, built="drawn again by interp.core.inits", reading=True,
+                        flag="--init", help="initialisation family")
+    pos_init: str = declare("drawn", accepted=POS_INITS, built="zero: W_pos zeroed after the draw",
+                            reading=True, acts=lambda case, n_layers, pe: pe in (None, "learned"),
+                            flag="--pos-init", help="a learned W_pos drawn by init, or zero")
+    embed_scale: str = declare("1", accepted=EMBED_SCALES, built="sqrt_d_model: a hook on hook_embed",
+                               reading=True, flag="--embed-scale", help="the token embedding times 1 or sqrt(d_model)")
 
     def __post_init__(self):
-        tasks.check_case(self.case)
-        tasks.check_n(self.n)
-        if not _is_int(self.d_token) or self.d_token < 1:
-            raise ValueError(f"d_token={self.d_token!r}; accepted: an integer >= 1")
-        if not _is_int(self.n_layers) or self.n_layers not in (1, 2):
-            raise ValueError(f"n_layers={self.n_layers!r}; accepted: 1 or 2")
-        self._check_choice("pos_embed")  # the fields in their order: the first bad one is named
-        if not _is_int(self.d_mlp) or self.d_mlp < 0:
-            raise ValueError(f"d_mlp={self.d_mlp!r}; accepted: an integer >= 0 (0: attention-only, no MLP)")
-        for name in ("mlp", "attn_bias", "unembed_bias", "W_O", "residual", "init", "pos_init", "embed_scale"):
-            self._check_choice(name)
+        fields.check(self, ModelSpec)  # the fields in their order: the first bad one is named
         if self.mlp == "last" and self.d_mlp == 0:
             raise ValueError("mlp='last' with d_mlp=0: there is no MLP to place; accepted: "
                              "d_mlp > 0, or mlp='every' (the default) for an attention-only model")
         if self.pos_init == "zero" and self.pos_embed == "none":
             raise ValueError("pos_init='zero' with pos_embed='none': there is no position embedding to "
                              "initialise; accepted: pos_embed='learned', or pos_init='drawn' (the default)")
-
-    def _check_choice(self, name: str) -> None:
-        value, accepted = getattr(self, name), CHOICES[name]
-        if not any(value is a or (type(value) is type(a) and value == a) for a in accepted):
-            raise ValueError(f"{name}={value!r}; accepted: one of {accepted}")
 
     @property
     def d_model(self) -> int:
@@ -154,12 +148,21 @@ class ModelSpec:
         return self.d_mlp > 0 and (self.mlp == "every" or layer == self.n_layers - 1)
 
 
-#: the accepted values of ModelSpec's fields that take one of a few values
-CHOICES = {
-    "pos_embed": POS_EMBEDS, "mlp": MLPS, "attn_bias": (True, False),
-    "unembed_bias": (True, False), "W_O": W_OS, "residual": RESIDUALS, "init": INITS,
-    "pos_init": POS_INITS, "embed_scale": EMBED_SCALES,
-}
+#: the accepted values of ModelSpec's fields that take one of a few values (from their declarations)
+CHOICES = {name: info.accepted for name, info in fields.infos(ModelSpec).items()
+           if isinstance(info.accepted, tuple) and info.accepted and name != "n_layers"}
+#: what every task model's HookedTransformerConfig holds whatever its spec
+_CONSTANT = dict(n_heads=1, act_fn="relu", attn_only=True, normalization_type=None,
+                 attention_dir="bidirectional", positional_embedding_type="standard", device="cpu",
+                 default_prepend_bos=False)
+
+
+def hooked_config(spec: ModelSpec, *, seed: int | None = None,
+                  dtype: torch.dtype = torch.float32) -> HookedTransformerConfig:
+    """The HookedTransformerConfig of ``spec``: what every task model holds, and what each of
+    its fields sets (:func:`interp.core.fields.hooked`). Building (:func:`from_spec`) and
+    loading a checkpoint both call it."""
+    return HookedTransformerConfig(**{**_CONSTANT, **fields.hooked(spec)}, seed=seed, dtype=dtype)
 
 
 def make_config(
@@ -178,24 +181,9 @@ def make_config(
     ``d_mlp`` = 0: attention-only; > 0: a ReLU MLP of that width in every block.
     """
     mlp = dict(attn_only=True) if not d_mlp else dict(attn_only=False, d_mlp=d_mlp)
-    return HookedTransformerConfig(
-        n_layers=n_layers,
-        d_model=d_model,
-        d_head=d_head or d_model,
-        n_heads=1,
-        n_ctx=tasks.seq_len(case, n),
-        d_vocab=tasks.d_vocab(case, n),
-        d_vocab_out=n,
-        act_fn="relu",  # used only with d_mlp > 0
-        **mlp,
-        normalization_type=None,
-        attention_dir="bidirectional",
-        positional_embedding_type="standard",
-        seed=seed,
-        dtype=dtype,
-        device="cpu",
-        default_prepend_bos=False,
-    )
+    return HookedTransformerConfig(**{**_CONSTANT, **mlp}, n_layers=n_layers, d_model=d_model,
+                                   d_head=d_head or d_model, n_ctx=tasks.seq_len(case, n),
+                                   d_vocab=tasks.d_vocab(case, n), d_vocab_out=n, seed=seed, dtype=dtype)
 
 
 def new_model(cfg: HookedTransformerConfig, case: int | None) -> HookedTransformer:
@@ -306,7 +294,7 @@ def from_spec(spec: ModelSpec, *, seed: int | None = None, dtype: torch.dtype = 
 
     if not isinstance(spec, ModelSpec):
         raise ValueError(f"spec is a {type(spec).__name__}; accepted: an interp.core.models.ModelSpec")
-    cfg = make_config(spec.case, spec.n, spec.d_model, spec.n_layers, seed=seed, dtype=dtype, d_mlp=spec.d_mlp)
+    cfg = hooked_config(spec, seed=seed, dtype=dtype)
     model = new_model(cfg, spec.case)
     if model.task.same_position:
         tie_pair_embedding(model, spec.n)

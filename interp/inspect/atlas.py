@@ -47,9 +47,12 @@ import math
 from pathlib import Path
 
 from interp.core import tasks
+from interp.core.fields import READINGS, reading_fields
+from interp.core.fields import acting as declared_acting
 from interp.inspect import analysis, atlas_cache, labels
 from interp.sweeps import store
 from interp.sweeps.store import CheckpointMismatch, checked_checkpoint
+from interp.training.runs import TrainConfig
 from interp.inspect.atlas_figures import figures, mix, panels, theory_line  # noqa: F401 - re-exported
 from interp.inspect.atlas_markdown import (  # noqa: F401 - re-exported
     FAILED, SUMMARY_LABELS, UNMEASURED, cell_text, markdown, predictions_markdown, summary_markdown,
@@ -66,31 +69,30 @@ LEVELS = ("routing", "code", "key_code")
 _MATCH = ("case", "n", "d_token", "n_layers", "d_mlp", "function", "seed", "status")
 
 
-#: the model's fields beyond its MLP (issue 28's screen factors, ``experiments/readings/screen``)
-#: at the atlas grid's values; a run with any other value is named with it (:func:`architecture`),
-#: so a store holding another reading's runs never pools them with the grid's architectures
-READING = {"attn_bias": True, "unembed_bias": True, "W_O": "free", "residual": "stream",
-           "init": "pytorch", "pos_init": "drawn", "embed_scale": "1", "key_order": "sequence"}
+#: the model's fields beyond its MLP (issue 28's screen factors, ``experiments/readings/screen``):
+#: those declared ``reading=True`` (:mod:`interp.core.fields`), at the atlas grid's values (the
+#: paper preset's, ``TrainConfig.paper(..., reading="attention-only")``); a run with any other
+#: value is named with it (:func:`architecture`), so a store holding another reading's runs never
+#: pools them with the grid's architectures
+READING = {k: getattr(TrainConfig.paper(1, 2, 1, reading="attention-only"), k) for k in reading_fields(TrainConfig)}
 
 
-#: named readings of the paper's model: name -> its fields off :data:`READING`'s values. ``f14``
-#: is issue 28's screen's choice (``experiments/readings/screen/scores.md``; its levels there, a
-#: test checks); :func:`architecture` names a run with exactly a named reading's fields ``[f14]``.
-#: The bracket names the fields only; the MLP's width and placement stay in the base name (f14's
-#: own two-layer models, MLP after the last attention only, are ``mlp-4x-last[f14]``)
-NAMED = {"f14": {"unembed_bias": False, "W_O": "identity", "residual": "embed", "key_order": "batch"}}
+#: named readings of the paper's model: name -> its fields off :data:`READING`'s values
+#: (:data:`interp.core.fields.READINGS`, those with any). ``f14`` is issue 28's screen's choice
+#: (``experiments/readings/screen/scores.md``; its levels there, a test checks);
+#: :func:`architecture` names a run with exactly a named reading's fields ``[f14]``. The bracket
+#: names the fields only; the MLP's width and placement stay in the base name (f14's own
+#: two-layer models, MLP after the last attention only, are ``mlp-4x-last[f14]``)
+NAMED = {name: dict(r.fields) for name, r in READINGS.items() if r.fields}
 
 
 def acting(fields: dict, case: int, n_layers: int, pos_embed: str | None = None) -> dict:
     """The reading ``fields`` that can act in a cell, as the screen writes a cell's fields
-    (``experiments/readings/screen/design.py``, ``cell_fields``): the residual only with two
-    layers, the PE init only with a learned PE (``pos_embed`` None: assumed), the key order only
-    where keys are permuted; the others everywhere."""
-    def acts(k: str) -> bool:
-        return {"residual": n_layers > 1, "pos_init": pos_embed in (None, "learned"),
-                "key_order": tasks.get(case).permuted}.get(k, True)
-
-    return {k: v for k, v in fields.items() if acts(k)}
+    (``experiments/readings/screen/design.py``, ``cell_fields``), by each field's declared
+    ``acts`` (:func:`interp.core.fields.acting`): the residual only with two layers, the PE
+    init only with a learned PE (``pos_embed`` None: assumed), the key order only where keys
+    are permuted; the others everywhere."""
+    return declared_acting(TrainConfig, fields, case, n_layers, pos_embed)
 
 
 def architecture(case: int, d_token: int, d_mlp: int, mlp: str = "every", n_layers: int = 1,

@@ -112,15 +112,20 @@ def _configs(path: Path, declared, max_runs: int, config_type: type) -> list:
 
 
 def check_sizes(path: Path, configs: Sequence) -> None:
-    """Each group's training step (its seeds stacked) against this machine's memory, so a sweep
-    refuses a config too big to train before any run starts (and before the store opens)."""
-    from interp.core import limits
+    """Each group's training step (its seeds stacked) against this machine's memory, and each
+    config against the engine sweeps train with (the fast one: a field value it does not compute
+    is named with the engine that does), so a sweep refuses a config too big or not computable
+    before any run starts (and before the store opens)."""
+    from interp.core import fields, limits
 
     groups: dict = {}  # group key -> [index of its first config, seeds]
     for i, c in enumerate(configs):
         groups.setdefault(group_key(c), [i, 0])[1] += 1
     for i, seeds in groups.values():
         try:
+            refused = fields.refusal(configs[i], "fast")
+            if refused:
+                raise ValueError(f"{refused}; sweeps train with the fast engine, interp train --engine reference with the other")
             limits.check_trainable(configs[i], seeds)
         except ValueError as e:
             raise ValueError(f"{path}: CONFIGS[{i}]: {e}") from None

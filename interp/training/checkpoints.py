@@ -39,7 +39,7 @@ FORMAT = "interp-checkpoint/1"
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
 
-#: HookedTransformerConfig fields stored in config.json (all that models.make_config sets).
+#: HookedTransformerConfig fields stored in config.json (all that models.hooked_config and make_config set).
 _CFG_FIELDS = (
     "n_layers", "d_model", "d_head", "n_heads", "n_ctx", "d_vocab", "d_vocab_out", "act_fn",
     "attn_only", "normalization_type", "attention_dir", "positional_embedding_type",
@@ -227,7 +227,10 @@ def _load(path):
         hc = dict(desc["hooked_config"])
         check_config(hc, path / CONFIG)
         hc["dtype"] = {"float32": torch.float32, "float64": torch.float64}[hc["dtype"]]
-        cfg = models._quiet(HookedTransformerConfig, device="cpu", **hc)
+        spec = _spec(desc, meta.get("train_config"), hc, path / CONFIG)
+        # a spec's config is the one building makes (models.hooked_config); others as stored
+        cfg = (models._quiet(models.hooked_config, spec, dtype=hc["dtype"]) if spec is not None
+               else models._quiet(HookedTransformerConfig, device="cpu", **hc))
     except (SafetensorError, KeyError, TypeError, AttributeError, OSError) as e:
         raise ValueError(f"{path} is truncated or corrupt: {e}") from None
     try:
@@ -238,7 +241,6 @@ def _load(path):
         models.tie_pair_embedding(model, cfg.d_vocab_out)
     if desc["pos_embed_frozen"]:
         models.disable_pos_embed(model)
-    spec = _spec(desc, meta.get("train_config"), cfg, path / CONFIG)
     if spec is not None:
         models.attach_spec(model, spec)  # its fixed tensors frozen, its residual hooks
     check_finite(state, path / WEIGHTS, constants=dict(model.named_buffers()))
@@ -267,10 +269,10 @@ def _load(path):
     return model, meta
 
 
-def _spec(desc: dict, train_config, cfg, where):
+def _spec(desc: dict, train_config, hc: dict, where):
     """The checkpoint's ModelSpec: stored with the model (a field stored before it existed takes
     its default), else (checkpoints from before specs were stored) its TrainConfig's when that
-    describes this hooked_config, else None (a construction or a bare model)."""
+    describes the stored hooked_config ``hc``, else None (a construction or a bare model)."""
     from interp.core import models
     from interp.training.runs import TrainConfig
 
@@ -280,25 +282,25 @@ def _spec(desc: dict, train_config, cfg, where):
             spec = TrainConfig.from_dict(train_config).spec
         except (TypeError, ValueError):
             return None  # load_run names a bad train_config
-        return spec if _describes(spec, cfg) else None
+        return spec if _describes(spec, hc) else None
     if stored is None:
         return None
     try:
         spec = models.ModelSpec(**stored)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{where}: spec {stored!r}: {e}") from None
-    if not _describes(spec, cfg):
+    if not _describes(spec, hc):
         raise ValueError(f"{where}: spec {stored!r} does not describe its hooked_config")
     return spec
 
 
-def _describes(spec, cfg) -> bool:
+def _describes(spec, hc: dict) -> bool:
+    """Whether the config building ``spec`` makes (:func:`interp.core.models.hooked_config`)
+    holds every field of the stored hooked_config ``hc``."""
     from interp.core import models
 
-    want = models.make_config(spec.case, spec.n, spec.d_model, spec.n_layers, d_mlp=spec.d_mlp)
-    keys = ("n_layers", "d_model", "d_head", "n_heads", "n_ctx", "d_vocab", "d_vocab_out", "attn_only")
-    same = all(getattr(want, k) == getattr(cfg, k) for k in keys)
-    return same and (cfg.attn_only or cfg.d_mlp == spec.d_mlp)
+    want = models._quiet(models.hooked_config, spec, dtype=hc["dtype"])
+    return all(getattr(want, k) == v for k, v in hc.items())
 
 
 def _case(desc: dict, train_config) -> int | None:

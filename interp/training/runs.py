@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from interp.core import forward, inits, models, tasks
+from interp.core import fields, forward, inits, models, tasks
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 INITS = models.INITS
 #: the initialisation of the tables' protocol (:meth:`TrainConfig.paper`)
 PAPER_INIT = "pytorch"
-ENGINES = ("fast", "reference")
+ENGINES = fields.ENGINES
 #: devices accepted by the trainers (``"cuda:N"`` names one GPU); see :func:`check_device`
 DEVICES = ("cpu", "cuda")
 
@@ -78,7 +78,9 @@ class TrainConfig(models.ModelSpec):
     eval_batches: int = 100
     curve_every: int = 50
     function: str = "permutation"
-    key_order: str = "sequence"
+    key_order: str = fields.declare(
+        "sequence", accepted=tasks.KEY_ORDERS, reading=True, acts=lambda case, n_layers, pe: tasks.get(case).permuted,
+        flag="--key-order", help="permuted keys drawn per input (sequence) or one order per batch (batch)")
 
     def __post_init__(self):
         # the architecture is validated by ModelSpec; training needs n >= 2
@@ -104,7 +106,7 @@ class TrainConfig(models.ModelSpec):
             raise ValueError(f"curve_every={self.curve_every!r}; accepted: an integer >= 1")
         if self.function not in tasks.FUNCTIONS:
             raise ValueError(f"function={self.function!r}; accepted: one of {tasks.FUNCTIONS}")
-        tasks.check_key_order(self.key_order)
+        fields.check(self, names=("key_order",))
         # canonical before named: a number field holds a plain float, so 0, 0.0, -0.0 and
         # numpy.float64(0) are one config, with one name (a name hashes the JSON, where 0 and
         # 0.0 differ) and one group (which compares by ==); every stored config already holds
@@ -127,19 +129,32 @@ class TrainConfig(models.ModelSpec):
         self.__dict__.update(fields)
 
     @classmethod
-    def paper(cls, case: int, n: int, d_token: int, **fields) -> "TrainConfig":
-        """The protocol the paper's tables run (``experiments/table1``, ``table2``): this class's
-        defaults with ``init="pytorch"``, the initialisation every table uses (the paper names
-        none; TransformerLens's "gpt2" left whole cells at chance). ``fields``: any other field,
-        e.g. the tables' rows and columns (``pos_embed``, ``n_layers``), ``seed``, ``max_steps``;
-        an ``init`` other than "pytorch" is refused (use ``TrainConfig(...)`` for another)."""
+    def paper(cls, case: int, n: int, d_token: int, *, reading: str = fields.CHOSEN, **given) -> "TrainConfig":
+        """The protocol the paper's tables run (``experiments/table1``, ``table2``) under a named
+        reading: this class's defaults with ``init="pytorch"``, the initialisation every table
+        uses (the paper names none; TransformerLens's "gpt2" left whole cells at chance), and the
+        fields of ``reading`` (:data:`interp.core.fields.READINGS`) that act in the cell.
+        ``reading`` defaults to f14, issue 28's screen's choice (d_mlp = 4 d_model after the last
+        attention layer, no b_U, W_O = I, the embed residual, one key order per batch:
+        ``experiments/readings/screen/scores.md``); ``"attention-only"`` is the tables' own model.
+        ``given``: any other field, over the reading's, e.g. the tables' rows and columns
+        (``pos_embed``, ``n_layers``), ``seed``, ``max_steps``; an ``init`` other than "pytorch"
+        is refused (use ``TrainConfig(...)`` for another)."""
         known = {f.name for f in dataclasses.fields(cls)} - {"case", "n", "d_token"}
-        if set(fields) - known:
-            raise ValueError(f"unknown TrainConfig fields {sorted(set(fields) - known)}; accepted: {sorted(known)}")
-        if fields.get("init", PAPER_INIT) != PAPER_INIT:
-            raise ValueError(f"init={fields['init']!r}; TrainConfig.paper fixes init={PAPER_INIT!r} (the tables' "
+        if set(given) - known:
+            raise ValueError(f"unknown TrainConfig fields {sorted(set(given) - known)}; accepted: {sorted(known)}")
+        if given.get("init", PAPER_INIT) != PAPER_INIT:
+            raise ValueError(f"init={given['init']!r}; TrainConfig.paper fixes init={PAPER_INIT!r} (the tables' "
                              "protocol): build TrainConfig(..., init=...) for another initialisation")
-        return cls(case=case, n=n, d_token=d_token, **{**fields, "init": PAPER_INIT})
+        if reading not in fields.READINGS:
+            raise ValueError(f"reading={reading!r}; accepted: one of {tuple(fields.READINGS)}")
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        cell = {k: given.get(k, defaults[k]) for k in ("n_layers", "pos_embed")}
+        try:
+            values = fields.reading_values(cls, reading, case, d_token, **cell)
+        except (ValueError, TypeError):
+            values = {}  # a bad case, d_token or cell: the config's own checks name it below
+        return cls(case=case, n=n, d_token=d_token, **{**values, **given, "init": PAPER_INIT})
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -63,7 +63,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.core import limits, tasks
+from interp.core import fields, limits, tasks
 from interp.training import fast_train
 from interp.training.runs import (  # noqa: F401 - TrainConfig, RunResult, ... stay importable from here
     DEVICES, ENGINES, INITS, RunResult, TrainConfig, check_device, evaluate_accuracy, generator, init_model,
@@ -212,6 +212,9 @@ def _train(configs, engine, device, watch: "_Watch", *, state_file=None, every=6
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r}; accepted: one of {ENGINES}")
     device = check_device(device)
+    refused = fields.refusal(configs[0], engine)  # a field this engine does not compute, by name
+    if refused:
+        raise ValueError(refused)
     limits.check_trainable(configs[0], seeds=len(configs))  # before any tensor is allocated
     results = None
     try:

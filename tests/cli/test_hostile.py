@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 
 from interp import cli
 from interp.core import attention as attention_modes
-from interp.core import constructions, models, tasks
-from interp.training import trainer as training
+from interp.core import constructions, fields, models, tasks
 from interp.training.trainer import TrainConfig
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -149,13 +148,14 @@ def _real(x):
     return (_int(x) or isinstance(x, float)) and math.isfinite(x)
 
 
-#: TrainConfig's documented ranges, written out independently of its __post_init__
+#: the declared fields (the model's, and key_order) accept what their declarations say
+#: (interp.core.fields: one table, read here too); "mlp"="last" needs d_mlp > 0, pos_init="zero"
+#: a learned W_pos, key_order="batch" permuted keys (cases 3, 5)
+DECLARED = {name: info.accepts for name, info in fields.infos(TrainConfig).items()}
+#: the protocol's ranges, written out independently of TrainConfig.__post_init__
 VALID = {
-    "case": lambda x: _int(x) and 1 <= x <= 5,
-    "n": lambda x: _int(x) and x >= 2,
-    "d_token": lambda x: _int(x) and x >= 1,
-    "n_layers": lambda x: _int(x) and x in (1, 2),
-    "pos_embed": lambda x: isinstance(x, str) and x in ("learned", "none"),
+    **DECLARED,
+    "n": lambda x: DECLARED["n"](x) and x >= 2,  # training needs n >= 2
     "seed": lambda x: _int(x) and 0 <= x < 2**63,
     "lr": lambda x: _real(x) and 0 < x <= 1,
     "batch_size": lambda x: _int(x) and x >= 1,
@@ -163,17 +163,7 @@ VALID = {
     "stop_loss": lambda x: _real(x) and x >= 0,
     "eval_batches": lambda x: _int(x) and x >= 1,
     "curve_every": lambda x: _int(x) and x >= 1,
-    "init": lambda x: isinstance(x, str) and x in training.INITS,
     "function": lambda x: isinstance(x, str) and x in ("permutation", "any"),
-    "d_mlp": lambda x: _int(x) and x >= 0,
-    "mlp": lambda x: isinstance(x, str) and x in ("every", "last"),  # "last" needs d_mlp > 0
-    "attn_bias": lambda x: isinstance(x, bool),
-    "unembed_bias": lambda x: isinstance(x, bool),
-    "W_O": lambda x: isinstance(x, str) and x in ("free", "identity"),
-    "residual": lambda x: isinstance(x, str) and x in ("stream", "embed"),
-    "pos_init": lambda x: isinstance(x, str) and x in ("drawn", "zero"),  # "zero" needs a learned W_pos
-    "embed_scale": lambda x: isinstance(x, str) and x in ("1", "sqrt_d_model"),
-    "key_order": lambda x: isinstance(x, str) and x in ("sequence", "batch"),  # "batch": cases 3, 5 only
 }
 FIELDS = [f.name for f in dataclasses.fields(TrainConfig)]
 BASE = dict(case=1, n=5, d_token=2)

@@ -9,6 +9,7 @@ The callback's losses are checked against the curve each engine stores.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -39,18 +40,44 @@ def _interp(*args: str, **kw) -> subprocess.Popen:
                             stdout=subprocess.PIPE, text=True, **kw)
 
 
-def test_defaults_are_the_protocol_the_tables_run():
+def test_defaults_are_the_preset_and_the_protocol_the_tables_run():
+    """The protocol flags default to TrainConfig's values; the model is TrainConfig.paper's
+    (its default reading f14, said in the help); --reading attention-only is the tables' model."""
+    from interp.cli import _parser
+    from interp.training.runs import PAPER_INIT
+
     fields = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     for name, value in train_cli.DEFAULTS.items():
-        if name != "init":
-            assert value == fields[name], name
+        assert value == fields[name], name
     for table in ("table1", "table2"):
-        assert runpy.run_path(str(REPO / "experiments" / table / "configs.py"))["INIT"] == train_cli.DEFAULTS["init"]
-    from interp.cli import _parser
-
-    args = _parser("train").parse_args(["train", *TINY, "--out", "x"])
+        assert runpy.run_path(str(REPO / "experiments" / table / "configs.py"))["INIT"] == PAPER_INIT
+    parser = _parser("train")
+    args = parser.parse_args(["train", *TINY, "--out", "x"])
+    assert train_cli.config_from_args(args) == TrainConfig.paper(3, 4, 16, pos_embed="none")
+    assert train_cli.config_from_args(args).d_mlp == 4 * 32 and args.reading == "f14"
+    alone = argparse.ArgumentParser()
+    train_cli.add_arguments(alone)
+    assert "(default f14: issue 28's screen's choice" in " ".join(alone.format_help().split())
+    args = parser.parse_args(["train", *TINY, "--reading", "attention-only", "--out", "x"])
     assert train_cli.config_from_args(args) == TrainConfig(case=3, n=4, d_token=16, pos_embed="none",
                                                            init="pytorch")
+
+
+def test_every_declared_field_has_its_flag_and_reaches_the_config():
+    """Each field that declares a flag (interp.core.fields) is parsed and lands in the config, off
+    the preset's value; --init overrides the preset's "pytorch"; a bad value is one line."""
+    from interp.cli import _parser
+    from interp.core import fields as declared
+
+    off = dict(n_layers=2, pos_embed="learned", d_mlp=7, mlp="every", attn_bias=False, unembed_bias=True,
+               W_O="free", residual="stream", init="mha", pos_init="zero", embed_scale="sqrt_d_model",
+               key_order="sequence")
+    flagged = {k: i.flag for k, i in declared.infos(TrainConfig).items() if i.flag and k not in ("case", "n", "d_token")}
+    assert set(flagged) == set(off)  # a new field's flag: add its value off the preset here
+    argv = [x for k, v in off.items() for x in (flagged[k], str(v).lower() if isinstance(v, bool) else str(v))]
+    config = train_cli.config_from_args(_parser("train").parse_args(["train", *TINY[:6], *argv, "--out", "x"]))
+    assert {k: getattr(config, k) for k in off} == off
+    assert main(["train", *TINY, "--w-o", "diagonal", "--out", "x"]) == 2
 
 
 @pytest.mark.slow
