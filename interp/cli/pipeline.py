@@ -211,6 +211,27 @@ def explore_step(ctx: Context) -> dict:
     return out
 
 
+def timeline_step(ctx: Context) -> dict:
+    """One timeline (issue 46): the first sweep's most accurate run trained again with
+    snapshots (bit for bit the stored one) and every snapshot labelled
+    (:func:`interp.inspect.timeline_report.write_timeline`), into ``<its report>/timeline``."""
+    from interp.inspect.timeline_report import write_timeline
+    from interp.sweeps import store
+
+    for job in ctx.sweeps:
+        if not Path(job.store).is_file():
+            continue
+        runs = store.read(job.store)
+        runs = runs[(runs.status == "ok") & runs.checkpoint.notna()]
+        if runs.empty:
+            continue
+        best = runs.sort_values(["accuracy", "name"], ascending=[False, True]).iloc[0]
+        ctx.say(f"timeline: {job.folder.name}, run {best['name']}")
+        written = write_timeline(Path(best["checkpoint"]), Path(job.report) / "timeline", batch_size=128)
+        return {job.folder.name: dict(run=str(best["name"]), markdown=str(written["markdown"]))}
+    return {}
+
+
 #: The pipeline, in order. Insert steps with :func:`add_step`.
 STEPS: list[Step] = [
     Step("verify", "check the constructions against the reference evaluator", verify_step),
@@ -220,6 +241,7 @@ STEPS: list[Step] = [
     Step("atlas", "the mechanism atlas of a small grid (or of --sweep's) and its explorer page",
          atlas_step),
     Step("explore", "write the sweep explorer page (every seed's mechanism and views)", explore_step),
+    Step("timeline", "one run's mechanism timeline: its labels through training", timeline_step),
 ]
 
 

@@ -31,7 +31,7 @@ from interp.sweeps import store, driver as sweeps
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "experiments" / "demo"
-STEPS = ["verify", "train", "report", "analyze", "atlas", "explore"]
+STEPS = ["verify", "train", "report", "analyze", "atlas", "explore", "timeline"]
 
 
 def _fresh_accuracy(model, config, batches: int = 20) -> float:
@@ -129,6 +129,10 @@ def test_interp_run_end_to_end_and_resume(tiny, tmp_path, capsys, monkeypatch):
     assert atlas["page"] == str(tiny / "explore" / "index.html") and '<section id="atlas">' in page
     assert page.count('class="atlas-cell"') == 2  # case 1 and case 3 at n = 5, d_token 4
     assert f"open {atlas['page']} for the atlas view" in printed.out
+    # one timeline: the most accurate run's snapshots labelled (issue 46)
+    best = stored.sort_values(["accuracy", "name"], ascending=[False, True]).iloc[0]
+    timeline = record["timeline"]["output"]["tiny"]
+    assert timeline["run"] == best["name"] and "routing" in open(timeline["markdown"]).read()
 
     calls = []
     monkeypatch.setattr(training, "train_group", lambda cs, **kw: calls.append(cs))
@@ -149,7 +153,7 @@ def test_steps_are_extensible(tiny, tmp_path, monkeypatch):
 
     pipeline.add_step(pipeline.Step("summarise", "count what is in", summarise), after="report")
     assert [s.name for s in pipeline.STEPS] == ["verify", "train", "report", "summarise", "analyze",
-                                                "atlas", "explore"]
+                                                "atlas", "explore", "timeline"]
     with pytest.raises(ValueError, match="exists already"):
         pipeline.add_step(pipeline.Step("train", "again", summarise))
     ctx = pipeline.Context(out=tmp_path / "o", full=False, workers=1, progress=False,
