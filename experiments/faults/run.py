@@ -1134,15 +1134,21 @@ def orphan_progress(bench: Bench) -> dict:
     return out
 
 
+def swap_checkpoints(store_path: Path, a: str, b: str) -> None:
+    """Swap the checkpoint folders of runs ``a`` and ``b`` beside ``store_path`` (each stays
+    self-consistent: only the store's rows say which is which)."""
+    ca, cb = store_path.parent / "checkpoints" / a, store_path.parent / "checkpoints" / b
+    ca.rename(ca.with_name("x"))
+    cb.rename(ca)
+    ca.with_name("x").rename(cb)
+
+
 def swapped_explore(bench: Bench) -> dict:
     """Two checkpoint folders of the reference swapped (each self-consistent): ``interp explore``
     must skip both with a note naming the run and its folder, and show neither as the other."""
     path = bench.copy_ref("swap")
     a, b = sorted(bench.reference)[:2]
-    ca, cb = path.parent / "checkpoints" / a, path.parent / "checkpoints" / b
-    ca.rename(ca.with_name("x"))
-    cb.rename(ca)
-    ca.with_name("x").rename(cb)
+    swap_checkpoints(path, a, b)
     page = path.parent / "explore"
     ran = interp("explore", path, "--out", page, "--inputs", "1")
     text = (page / "index.html").read_text() if (page / "index.html").is_file() else ""
@@ -1196,10 +1202,7 @@ def swapped_atlas(bench: Bench) -> dict:
     # the best run (measured: not near chance) and another: a measured run gets a foreign checkpoint
     by_acc = sorted(bench.reference, key=lambda r: -(bench.reference[r][1] or 0.0))
     a, b = by_acc[0], by_acc[-1]
-    ca, cb = path.parent / "checkpoints" / a, path.parent / "checkpoints" / b
-    ca.rename(ca.with_name("x"))
-    cb.rename(ca)
-    ca.with_name("x").rename(cb)
+    swap_checkpoints(path, a, b)
     out_dir = path.parent / "atlas"
     ran = interp("atlas", path, "--out", out_dir, "--batch-size", "64")
     rows = {r["name"]: r for r in csv.DictReader((out_dir / "atlas.csv").open())} if (out_dir / "atlas.csv").is_file() else {}
