@@ -461,9 +461,35 @@ def atlas_claims() -> list[Claim]:
     return out
 
 
+def level_claims() -> list[Claim]:
+    """Issue 42's two levels: the calibration table's routing and circle rates (n 5-50) and the
+    relabeled core atlas's answers (``core-atlas/routing.md``, ``core-atlas-2level/two-level.md``),
+    each quoted as a table row of the atlas README."""
+    out = []
+    routing = EXP / "atlas" / "core-atlas" / "routing.md"
+    for r in next(t for t in md_tables(routing) if t and "prediction" in t[0]):
+        out.append(Claim(f"levels-{r['prediction']}", f"| {r['prediction']} | {r['verdict']} | {r['numbers']} |",
+                         (ATLAS_README,)))
+    two = EXP / "atlas" / "core-atlas-2level" / "two-level.md"
+    if two.is_file():
+        text = two.read_text()
+        out.append(Claim("levels-seeds", _found(r"Seeds: \d+; successful: \d+; routed like the construction "
+                                                r"\(lookup\): \d+\.", text, two)[0], (ATLAS_README,)))
+        out.append(Claim("levels-same", _found(r"Retrained runs whose accuracy equals the committed atlas's: "
+                                               r"\d+ of \d+\.", text, two)[0], (ATLAS_README,)))
+        groups = [t for t in md_tables(two) if t and "group" in t[0]]
+        for key, table in zip(("routing", "code", "key-code"), groups):  # two-level.md's order
+            row = next(r for r in table if r["group"] == "**all**")
+            out.append(Claim(f"levels-{key}", "| " + " | ".join(row.values()) + " |", (ATLAS_README,)))
+        for r in next(t for t in md_tables(two) if t and "prediction" in t[0]):
+            out.append(Claim(f"levels-{r['prediction']}", f"| {r['prediction']} | {r['verdict']} | {r['numbers']} |",
+                             (ATLAS_README,)))
+    return out
+
+
 def claims() -> list[Claim]:
     return (table_claims() + screen_claims() + cpu_claims() + mlp_claims() + budget_claims() + analysis_claims() + [scores_claim()]
-            + bench_claims() + atlas_claims())
+            + bench_claims() + atlas_claims() + level_claims())
 
 
 def flat(text: str) -> str:
