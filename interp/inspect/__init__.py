@@ -29,6 +29,8 @@ and ``n=`` are optional and checked against the model's.
   each with a small PNG beside it (what a code host shows).
 * :mod:`~interp.inspect.explore` - the sweep explorer: one offline HTML page of a sweep's seeds.
 * :mod:`~interp.inspect.explore_atlas` - the explorer's atlas view: the atlas as clickable grids.
+* :mod:`~interp.inspect.explore_timeline` - the explorer's timeline view: a seed's labels through
+  training, drawn from ``interp timeline``'s CSV.
 * :mod:`~interp.inspect.curves` - loss curves drawn: one run, or a store's cells as small multiples.
 * :mod:`~interp.inspect.timelines` - mechanism timelines: every snapshot of a run measured and
   labelled (``interp.timeline``); :mod:`~interp.inspect.timeline_report` - their figures and tables.

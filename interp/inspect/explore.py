@@ -52,7 +52,7 @@ import math
 import re
 from pathlib import Path
 
-from interp.inspect import analysis, circuits, curves, explore_atlas, hooks, labels, viz
+from interp.inspect import analysis, circuits, curves, explore_atlas, explore_timeline, hooks, labels, viz
 from interp.training.files import save_figure, write_file
 
 log = logging.getLogger(__name__)
@@ -174,6 +174,7 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
     df = runs(store_path, where)
     out = Path(out_dir)
     found = explore_atlas.load(store_path, out, atlas, names=df["name"])  # before any work
+    timelines = explore_timeline.load(store_path)
     (out / "seeds").mkdir(parents=True, exist_ok=True)
     viz.write_circuitsvis_script(out)
     rows, sections, skipped = [], [], {}
@@ -189,7 +190,8 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
             log.warning("run %s skipped: %s", r["name"], why)
             skipped[r["name"]] = why
             continue
-        sections.append(_seed_section(row, model, out, inputs, _loss_curve(r)))
+        timeline = explore_timeline.section(timelines, r["name"], out / "seeds" / row["id"])
+        sections.append(_seed_section(row, model, out, inputs, _loss_curve(r) + timeline))
         rows.append(row)
     table = pd.DataFrame(rows)
     atlas_html = "" if found is None else explore_atlas.section(
