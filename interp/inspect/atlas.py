@@ -57,6 +57,7 @@ from interp.inspect.atlas_figures import figures, mix, panels, theory_line  # no
 from interp.inspect.atlas_markdown import (  # noqa: F401 - re-exported
     FAILED, SUMMARY_LABELS, UNMEASURED, cell_text, markdown, predictions_markdown, summary_markdown,
     theory_markdown)
+from interp.inspect.atlas_levels import add_formation
 from interp.inspect.atlas_predictions import ATTN, number, predictions
 
 log = logging.getLogger(__name__)
@@ -272,7 +273,7 @@ def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=Non
     rows.sort(key=_order)
     df = pd.DataFrame(rows)
     front = [*CELL, "architecture", *RUN, *LEVELS]
-    df = df[front + [c for c in df.columns if c not in front]].reset_index(drop=True)
+    df = add_formation(df[front + [c for c in df.columns if c not in front]], path).reset_index(drop=True)
     skipped = int(df["note"].notna().sum()) if "note" in df else 0
     df.attrs["cache"] = dict(reused=cached, measured=len(todo) - skipped, bad=bad, skipped=skipped)
     return df

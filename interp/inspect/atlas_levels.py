@@ -7,6 +7,10 @@ that route like the construction write their values and target keys.
 the target key's :func:`~interp.inspect.levels.code` and the median interchange dimension of the
 value code (:mod:`interp.inspect.codes`). An atlas written before issue 42 has no code columns:
 its codes read ``unmeasured``.
+
+:func:`add_formation` (issue 46) gives each run that ``interp timeline`` measured (the sweep's
+``timeline.csv``, :func:`interp.inspect.explore_timeline.load`) its formation steps, and
+:func:`formation_markdown` is ``atlas.md``'s per-cell table of them.
 """
 
 from __future__ import annotations
@@ -66,3 +70,38 @@ def code_shares(df) -> dict:
     for k in CODE_KINDS:
         out[k] = float((look["code"] == k).mean()) if len(look) else math.nan
     return out
+
+
+FORMATION = ("routing_forms", "code_settles", "plateau_exit")
+
+
+def add_formation(df, store_path):
+    """``df`` with the columns :data:`FORMATION` for the runs the sweep's timelines cover
+    (:func:`interp.inspect.timelines.formation`); ``df`` itself when there is no timeline."""
+    import pandas as pd
+
+    from interp.inspect.explore_timeline import load
+    from interp.inspect.timelines import formation
+
+    tl = load(store_path)
+    if tl is None:
+        return df
+    found = pd.DataFrame([{k: v for k, v in formation(rows).items() if k in ("run", *FORMATION)}
+                          for _, rows in tl.groupby("run")]).rename(columns={"run": "name"})
+    return df.drop(columns=[c for c in FORMATION if c in df]).merge(found, on="name", how="left")
+
+
+def formation_markdown(df) -> list[str]:
+    """Per cell with timelines: seeds with one, and the median step at which the routing formed
+    (over the seeds where it formed), the value code settled and the loss left its plateau."""
+    if "code_settles" not in df or not df["code_settles"].notna().any():
+        return ["No run has a timeline (`interp timeline STORE` makes them)."]
+    cell = ["case", "n", "d_token", "n_layers", "architecture", "function"]
+    lines = ["| cell | seeds with a timeline | routing formed in | median routing forms | "
+             "median code settles | median plateau exit |", "|---|--:|--:|--:|--:|--:|"]
+    timed = df[df["code_settles"].notna()]
+    for key, sub in timed.groupby(cell):
+        med = lambda c: f"{float(sub[c].dropna().median()):g}" if sub[c].notna().any() else "n/a"
+        lines.append(f"| {', '.join(str(k) for k in key)} | {len(sub)} | {int(sub.routing_forms.notna().sum())} | "
+                     f"{med('routing_forms')} | {med('code_settles')} | {med('plateau_exit')} |")
+    return lines

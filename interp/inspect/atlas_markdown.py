@@ -8,7 +8,7 @@ from __future__ import annotations
 from interp.core import bounds
 from interp.inspect import analysis
 from interp.inspect.atlas_figures import ABBREV, mix, panels, theory_line
-from interp.inspect.atlas_levels import levels_markdown
+from interp.inspect.atlas_levels import formation_markdown, levels_markdown
 from interp.inspect.atlas_predictions import shared_readings
 
 FAILED, UNMEASURED = "failed", "unmeasured"
@@ -146,6 +146,7 @@ def markdown(df, preds: list[dict], source: str = "STORE_OR_DIR") -> str:
               "by label, and the cells whose successful seeds are mostly (more than half) the construction's "
               "mechanism against those whose successful seeds include none.", "", *summary_markdown(df), ""]
     lines += ["## Two levels", "", *levels_markdown(df), ""]
+    lines += ["## Formation (timelines)", "", *formation_markdown(df), ""]
     for title, sub in panels(df):
         lines += [f"## {title}", "", *_table(sub), ""]
     lines += ["## The theorems on the map", "", "The line each panel's figure carries (the width at which a "

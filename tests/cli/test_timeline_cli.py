@@ -72,3 +72,22 @@ def test_the_explorer_shows_a_runs_timeline_where_one_was_written(run_dir, tmp_p
     page = (tmp_path / "page" / "index.html").read_text()
     assert "<h3>Timeline</h3>" in page and "routing formed at step" in page or "routing never formed" in page
     assert len(list((tmp_path / "page" / "seeds").glob("*/timeline.png"))) == 1
+
+
+def test_the_atlas_gains_per_cell_formation_steps(run_dir, tmp_path):
+    """Issue 46: with a timeline beside the store, atlas.md has a per-cell formation table whose
+    numbers are the timeline's own (recounted here with formation on the CSV)."""
+    from interp.inspect.timelines import formation
+
+    assert cli.main(["timeline", str(run_dir), "--keep", "4"]) == 0
+    f = formation(pd.read_csv(run_dir / "timeline.csv", dtype={"run": str}))
+    assert cli.main(["atlas", str(run_dir), "--out", str(tmp_path / "atlas"), "--batch-size", "64"]) == 0
+    md = (tmp_path / "atlas" / "atlas.md").read_text()
+    section = md.split("## Formation (timelines)")[1].split("##")[0]
+    row = next(line for line in section.splitlines() if line.startswith("| 3, 5, 4, 1"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    def shown(v):  # as atlas.md writes a median of one value, or no value
+        return "n/a" if v is None or v != v else f"{float(v):g}"
+
+    assert cells[1] == "1" and cells[2] == str(int(f["routing_forms"] is not None))
+    assert cells[3:] == [shown(f["routing_forms"]), shown(f["code_settles"]), shown(f["plateau_exit"])]
