@@ -37,8 +37,11 @@ def test_sigint_in_a_real_process_prints_one_line():
     """A real SIGINT to ``python -m interp verify`` while it works: one line on stderr, 130."""
     import threading
 
+    # SIGINT back to its default in the child: a shell ignores it for its background jobs (a CI
+    # run started with &), and an ignored signal is inherited, so Python would never see it
     proc = subprocess.Popen([sys.executable, "-m", "interp", "verify"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                            stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen, started = [], threading.Event()
 
     def read():  # stderr as it comes; the bar's first frame means imports are done

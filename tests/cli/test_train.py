@@ -35,9 +35,16 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = ["--case", "3", "--n", "4", "--d-token", "16", "--pe", "none"]
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT back to its default, so Python turns it into KeyboardInterrupt even
+    when the test runner was started in the background by a shell (which ignores SIGINT for
+    its background jobs, and a child inherits an ignored signal)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interp(*args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "interp", *args], start_new_session=True,
-                            stdout=subprocess.PIPE, text=True, **kw)
+                            stdout=subprocess.PIPE, text=True, preexec_fn=_default_sigint, **kw)
 
 
 def test_defaults_are_the_preset_and_the_protocol_the_tables_run():
@@ -83,7 +90,9 @@ def test_every_declared_field_has_its_flag_and_reaches_the_config():
 @pytest.mark.slow
 def test_a_run_from_the_shell_loads_and_probe_viz_explore_read_it(tmp_path, capsys):
     out = tmp_path / "run"
-    proc = _interp("train", *TINY, "--steps", "300", "--out", str(out), stderr=subprocess.PIPE)
+    # the tables' attention-only model (interp train's default reading is f14 since issue 45)
+    proc = _interp("train", *TINY, "--reading", "attention-only", "--steps", "300", "--out", str(out),
+                   stderr=subprocess.PIPE)
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stderr[-2000:]
     config = TrainConfig(case=3, n=4, d_token=16, pos_embed="none", max_steps=300, init="pytorch")
