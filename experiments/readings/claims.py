@@ -487,9 +487,24 @@ def level_claims() -> list[Claim]:
     return out
 
 
+def timeline_claims() -> list[Claim]:
+    """Issue 46's study: each prediction's row of ``experiments/timelines/findings/report.md``,
+    quoted by the study's README."""
+    report = EXP / "timelines" / "findings" / "report.md"
+    if not report.is_file():
+        return []
+    text = report.read_text()
+    out = [Claim("timeline-seeds", _found(r"Seeds with a timeline: \d+\.", text, report)[0],
+                 ("experiments/timelines/README.md",))]
+    for r in next(t for t in md_tables(report) if t and "prediction" in t[0]):
+        out.append(Claim(f"timeline-{r['prediction']}", f"| {r['prediction']} | {r['verdict']} | {r['numbers']} |",
+                         ("experiments/timelines/README.md",)))
+    return out
+
+
 def claims() -> list[Claim]:
     return (table_claims() + screen_claims() + cpu_claims() + mlp_claims() + budget_claims() + analysis_claims() + [scores_claim()]
-            + bench_claims() + atlas_claims() + level_claims())
+            + bench_claims() + atlas_claims() + level_claims() + timeline_claims())
 
 
 def flat(text: str) -> str:

@@ -1,10 +1,10 @@
 """Issue 46's timeline study: T1-T4 of PREDICTIONS.md decided from the measured timelines.
 
     .venv/bin/interp sweep experiments/timelines/study                       # train (resumable)
-    .venv/bin/interp timeline experiments/timelines/study --out experiments/timelines/results
-    .venv/bin/python experiments/timelines/study.py                           # -> results/report.md
+    .venv/bin/interp timeline experiments/timelines/study --out experiments/timelines/findings
+    .venv/bin/python experiments/timelines/study.py                           # -> findings/report.md
 
-Reads ``results/timeline.csv`` (``interp timeline``: every run's snapshots measured and labelled),
+Reads ``findings/timeline.csv`` (``interp timeline``: every run's snapshots measured and labelled),
 applies PREDICTIONS.md's definitions (:func:`interp.inspect.timelines.formation`; the early
 snapshot is the one nearest 10% of the run's last step) and its rule, and writes ``report.md``
 (one table per prediction) and ``typical.png`` (qk_diag against the fraction of training, per
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = HERE / "findings"
 NAMED = ("lookup", "mirror", "inverted")
 
 
