@@ -319,10 +319,9 @@ def _seed_section(row: dict, model, out: Path, inputs: int, loss_curve: str = ""
     views = viz.attention_views(model, tokens, inputs=inputs, key=sid, **own)
     return (f'<section class="seed" id="seed-{sid}" data-seed="{sid}" hidden>\n'
             f"<h2>{html.escape(title)}</h2>\n<p>run <code>{html.escape(str(row['name']))}</code>: "
-            f"accuracy {row['accuracy']:.3f} ({row['outcome']})</p>\n"
+            f"accuracy {row['accuracy']:.3f} ({row['outcome']}); routing <b>{row['routing']}</b>, code: "
+            f"values <b>{row['code']}</b>, target key <b>{row['key_code']}</b></p>\n"
             + viz.mechanism_html(row["mechanism"])
-            + f"<p>routing: <b>{row['routing']}</b>; code: values <b>{row['code']}</b>, target key "
-              f"<b>{row['key_code']}</b> (<code>interp.inspect.levels</code>)</p>\n"
             + f'<div class="row">\n<div>\n<h3>Attention on {inputs} input(s)</h3>\n'
             + compact_attention(model, tokens, **own)
             + '<p><button type="button" class="show-all" aria-expanded="false">show all</button></p>\n'

@@ -5,8 +5,8 @@ When ``interp timeline`` has written ``timeline.csv`` for the sweep (in the swee
 that run's figure (:func:`interp.inspect.timeline_report.timeline_figure`: qk_diag, follow,
 accuracy, the value code's dimension and the loss against steps, the plateau exit and each label
 change marked) and when its routing formed and its code settled
-(:func:`interp.inspect.timelines.formation`). Without a timeline the section says how to make
-one. Nothing here measures: it draws what the CSV holds.
+(:func:`interp.inspect.timelines.formation`). Without a timeline the section shows nothing more
+(``interp timeline`` on the sweep makes one). Nothing here measures: it draws what the CSV holds.
 """
 
 from __future__ import annotations
@@ -34,16 +34,14 @@ def load(store_path):
 
 
 def section(timelines, name: str, folder: Path) -> str:
-    """HTML of one seed's timeline (its figure written into ``folder``), or a line saying how
-    to make one."""
+    """HTML of one seed's timeline (its figure written into ``folder``); "" without one."""
     from interp.inspect.timeline_report import timeline_figure
     from interp.inspect.timelines import formation
     from interp.training.files import save_figure
 
     rows = None if timelines is None else timelines[timelines["run"] == str(name)]
-    if rows is None or rows.empty:
-        return ("<p>No timeline for this run: <code>interp timeline</code> on the sweep trains it "
-                "again with snapshots and labels each one.</p>\n")
+    if rows is None or rows.empty:  # nothing to draw: the page stays a screen tall
+        return ""
     f = formation(rows)
     folder.mkdir(parents=True, exist_ok=True)
     save_figure(timeline_figure(rows.sort_values("step"), ""), folder / "timeline.png", dpi=80, close=True)

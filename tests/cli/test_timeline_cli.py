@@ -60,13 +60,13 @@ def test_a_missing_source_is_named(tmp_path, capsys):
 
 def test_the_explorer_shows_a_runs_timeline_where_one_was_written(run_dir, tmp_path, capsys):
     """Issue 46: the explorer's seed view draws the timeline ``interp timeline`` wrote beside the
-    run (its CSV), and says how to make one where there is none."""
+    run (its CSV), and nothing where there is none."""
     import shutil
 
     bare = tmp_path / "bare"
     shutil.copytree(run_dir, bare, ignore=shutil.ignore_patterns("timeline", "timeline.*"))
     assert cli.main(["explore", str(bare), "--out", str(tmp_path / "page0"), "--inputs", "1"]) == 0
-    assert "No timeline for this run" in (tmp_path / "page0" / "index.html").read_text()
+    assert "<h3>Timeline</h3>" not in (tmp_path / "page0" / "index.html").read_text()
     assert cli.main(["timeline", str(run_dir), "--keep", "4"]) == 0  # timeline.csv in the run folder
     assert cli.main(["explore", str(run_dir), "--out", str(tmp_path / "page"), "--inputs", "1"]) == 0
     page = (tmp_path / "page" / "index.html").read_text()
