@@ -149,12 +149,6 @@ def code_table(model, variable: str, view: hooks.TaskView, *, contexts: int = 32
     return (V - V.mean(dim=1, keepdim=True)).mean(dim=0)
 
 
-def interchange_accuracy(model, variable: str, view: hooks.TaskView, basis: Float[Tensor, "k d"] | None,
-                         *, seed: int = 0, at: str = "value") -> float:
-    """IIA of one interchange (:func:`interchanger`, called once)."""
-    return interchanger(model, variable, view, seed=seed, at=at)(basis)
-
-
 def interchanger(model, variable: str, view: hooks.TaskView, *, seed: int = 0, at: str = "value"):
     """A function ``basis -> IIA`` (the sources drawn and run once): the share of base runs
     that, with the site's vector moved along ``basis`` (rows orthonormal; None: the whole
