@@ -1,7 +1,13 @@
 """Calibrate the two-level labels (issue 42) on nulls and positive controls, apart from the atlas.
 
     .venv/bin/python experiments/calibration/calibrate.py            # measure (resumable), then report
+    .venv/bin/python experiments/calibration/calibrate.py --trained STORE  # also the trained nulls
     .venv/bin/python experiments/calibration/calibrate.py --report   # the table from rows.jsonl only
+
+``--trained``: the nulls of :func:`interp.inspect.calibration.trained_nulls` from a store's
+checkpoints (the committed rows were measured with the relabeling's store,
+``experiments/atlas/relabel/results/store.sqlite``, which ``bash experiments/atlas/relabel.sh``
+trains): its runs with their weights permuted, and its case-4 runs read as case 5.
 
 Measuring: every model of :func:`interp.inspect.calibration.calibration_models` at each n of the
 atlas (3, 5, 10, 20, 50), through :func:`interp.inspect.analysis.measure` (the atlas's own
@@ -23,6 +29,7 @@ found by bisection at it, so other values would need the models measured again.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -35,7 +42,7 @@ ROWS = HERE / "rows.jsonl"
 FPR_MAX, TPR_MIN = 0.01, 0.95
 
 
-def measure_all(rows_path: Path = ROWS) -> None:
+def measure_all(rows_path: Path = ROWS, trained=None) -> None:
     import torch
 
     from interp.inspect import analysis, calibration
@@ -53,7 +60,10 @@ def measure_all(rows_path: Path = ROWS) -> None:
     print(f"load at start {os.getloadavg()[0]:.2f}; {len(done)} rows already measured", flush=True)
     with one_thread(), rows_path.open("a") as out:
         for n in calibration.NS:
-            for kind, name, model in calibration.calibration_models(n):
+            models = calibration.calibration_models(n)
+            if trained is not None:
+                models = itertools.chain(models, calibration.trained_nulls(n, trained))
+            for kind, name, model in models:
                 if (n, name) in done:
                     continue
                 torch.manual_seed(0)
@@ -89,11 +99,12 @@ def rates(rows: list[dict], thresholds: dict) -> list[dict]:
     saved = dict(calibration.THRESHOLDS)
     calibration.THRESHOLDS.update(thresholds)
     try:
-        lab = [dict(r, **labels.labels_of(r)) for r in rows]
+        lab = [dict(r, **labels.labels_of(r), kind=calibration.kind_of(r)) for r in rows]
     finally:
         calibration.THRESHOLDS.clear()
         calibration.THRESHOLDS.update(saved)
     tests = [("routing", "lookup", "circle+one-hot+plane+uneven"), ("routing", "inverted", "inverted"),
+             ("routing", "mirror", "mirror"),
              ("code", "circle", "circle"), ("code", "uneven-circle", "uneven"),
              ("code", "low-dim", "plane"), ("code", "codebook", "one-hot"),
              ("mechanism", "construction", "circle")]
@@ -160,8 +171,12 @@ def report(rows_path: Path = ROWS) -> dict:
     chosen = dict(calibration.THRESHOLDS)
     lines = ["# Calibration of the two-level labels (issue 42)", "",
              "Written by `.venv/bin/python experiments/calibration/calibrate.py --report` from "
-             "`rows.jsonl` (measured by the same script without `--report`). Nulls: untrained "
-             "models of the atlas's shapes and weight-shuffled controls; controls: the paper's "
+             "`rows.jsonl` (measured by the same script without `--report`, with `--trained "
+             "experiments/atlas/relabel/results/store.sqlite`). Nulls: untrained models of the "
+             "atlas's shapes, weight-shuffled controls, the relabeling's trained runs with their "
+             "weights permuted (trained-shuffled) and its case-4 runs read as case 5 "
+             "(other-presentation; those answering case 5 at acc >= 0.5 are counted apart as "
+             "transfer, neither null nor control); controls: the paper's "
              "constructions hidden in d_token 16 and 32 by random orthonormal maps (circle), "
              "hand-built one-hot lookups (one-hot) and their inverted mechanism, widened; case 2-3 "
              "constructions with their values at random points of the plane (plane: a 2-D code that "
@@ -170,7 +185,7 @@ def report(rows_path: Path = ROWS) -> dict:
              "another label at that level "
              "(`interp.inspect.calibration.calibration_models`). Target: FPR <= 1% and TPR >= 95%.",
              "", f"{len(rows)} models measured: " + ", ".join(
-                 f"{k} {sum(r['kind'] == k for r in rows)}" for k in calibration.EXPECTED), "",
+                 f"{k} {sum(calibration.kind_of(r) == k for r in rows)}" for k in calibration.EXPECTED), "",
              "## Thresholds", "", "| threshold | values meeting the target at every n | chosen |",
              "|---|---|--:|"]
     for name in CANDIDATES:
@@ -205,9 +220,15 @@ def report(rows_path: Path = ROWS) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--report", action="store_true", help="only write the table from rows.jsonl")
+    p.add_argument("--trained", metavar="STORE", default=None,
+                   help="also measure the trained nulls of this store's checkpoints")
     args = p.parse_args(argv)
+    if args.trained is not None:
+        from interp.inspect.analysis import find_store
+
+        args.trained = find_store(args.trained)  # a bad path is refused before anything is measured
     if not args.report:
-        measure_all()
+        measure_all(trained=args.trained)
     report()
     return 0
 

@@ -50,9 +50,54 @@ EXPECTED = {
     "uneven": dict(routing="lookup", code="uneven-circle", mechanism="lookup-uneven-circle"),
     "untrained": None,
     "shuffled": None,
+    "trained-shuffled": None,
+    "other-presentation": None,
+    "transfer": {},
 }
+#: ``other-presentation`` models whose accuracy on the presentation they are read as reaches
+#: this are counted as ``transfer`` (no expectation: a model that answers may really look the
+#: key up there), fixed before their first measurement (:func:`trained_nulls`)
+TRANSFER_ACC = 0.5
 #: the atlas's table sizes (``experiments/atlas/grid.py``, NS): every test is calibrated at each
 NS = (3, 5, 10, 20, 50)
+
+
+def kind_of(row) -> str:
+    """The calibration kind a measured row counts as: an ``other-presentation`` model that
+    answers the presentation it is read as (acc >= :data:`TRANSFER_ACC`) is a ``transfer``."""
+    if row["kind"] == "other-presentation" and (row.get("acc") or 0.0) >= TRANSFER_ACC:
+        return "transfer"
+    return row["kind"]
+
+
+def trained_nulls(n: int, store_path):
+    """Yield ``(kind, name, model)``: nulls from the trained checkpoints of a store at table
+    size ``n`` (issue 42: "trained models with permuted weights, models trained on another
+    presentation"):
+
+    * ``trained-shuffled``: every run's checkpoint with each weight tensor's entries permuted
+      (:func:`~interp.inspect.controls.shuffle_weights`): a trained model's weight statistics,
+      no mechanism;
+    * ``other-presentation``: every case-4 run (ordered keys, learned positions) read as a case-5
+      model (the same shapes; keys permuted): what it learned is not case 5's lookup unless it
+      really matches keys, in which case it answers case 5 and is counted as a ``transfer``
+      (:func:`kind_of`), not as a null. Cases 2 and 3 (no positions: a case-2 model must match
+      keys) and case 5 read as case 4 (ordered keys are a case-5 table) would transfer by
+      construction, and case 1 shares no shape: none of them is used.
+
+    Runs in the store's order; checkpoints are checked against their store rows."""
+    from interp.core import tokens
+    from interp.inspect import controls
+    from interp.sweeps import store
+    from interp.training import checkpoints
+
+    df = store.read(store_path)
+    df = df[(df["n"] == n) & (df["status"] == "ok")]
+    for _, run in df.iterrows():
+        model = checkpoints.load(store.checked_checkpoint(store_path, run))
+        yield "trained-shuffled", f"{run['name']} shuffled", controls.shuffle_weights(model, seed=0)
+        if int(run["case"]) == 4:
+            yield "other-presentation", f"{run['name']} read as case 5", tokens.attach_task(model, 5)
 
 
 def calibration_models(n: int, *, seeds: int = 2, null_seeds: int = 3):
