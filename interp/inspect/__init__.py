@@ -19,6 +19,8 @@ and ``n=`` are optional and checked against the model's.
   code's principal axes (its dimension) and its whitened-plane circle geometry.
 * :mod:`~interp.inspect.controls` - models of known mechanism: one-hot lookups, inverted ones,
   recoded values, constructions hidden in wider widths, shuffled weights.
+* :mod:`~interp.inspect.controls_case5` - the two-layer case-5 controls: the construction run
+  backwards (``mirror``) and its routing with one-hot keys and values (re-exported by controls).
 * :mod:`~interp.inspect.calibration` - the labels' thresholds and the nulls and controls they
   were chosen on (``experiments/calibration``).
 * :mod:`~interp.inspect.labels` - the labels' words re-exported, one-line verdicts, the legend of

@@ -16,6 +16,11 @@ answer we know before measuring them:
   of the plane (a 2-dimensional code that is not a circle, or an uneven circle).
 * :func:`shuffle_weights`: a null: every weight tensor's entries permuted at random (the trained
   model's weight statistics, no mechanism).
+* :func:`mirror_lookup` and :func:`one_hot_case5` (two layers, case 5; built in
+  :mod:`interp.inspect.controls_case5`, re-exported here): the construction run backwards (the
+  last layer reads the key position 2j, routing ``mirror``) and the construction's two-layer
+  routing with one-hot keys and values. :data:`ONE_HOT_CASES` stays the one-layer cases (1-4)
+  that :func:`one_hot_lookup` builds; case 5 is :func:`one_hot_case5`.
 
 Residual blocks of :func:`one_hot_lookup`, named as :mod:`interp.core.constructions` names its
 slices: ``KEY`` (n: the slot's key, ``beta`` e_k), ``VALUE`` (n: e_v), ``QUERY`` (n: the target
@@ -42,8 +47,10 @@ import torch
 
 from interp.core import models, tasks
 from interp.inspect import geometry
+from interp.inspect.controls_case5 import mirror_lookup, one_hot_case5  # noqa: F401 - re-exported
 
-#: the cases :func:`one_hot_lookup` builds (one attention layer reads the matching slot)
+#: the cases :func:`one_hot_lookup` builds (one attention layer reads the matching slot; the
+#: two-layer case 5 is :func:`one_hot_case5`)
 ONE_HOT_CASES = (1, 2, 3, 4)
 
 
@@ -54,7 +61,8 @@ def one_hot_lookup(case: int, n: int, *, inverted: bool = False, beta: float = 8
     task = tasks.get(tasks.check_case(case))
     n = tasks.check_n(n)
     if case not in ONE_HOT_CASES:
-        raise ValueError(f"case={case}; accepted: one of {ONE_HOT_CASES} (one layer reads the slot)")
+        raise ValueError(f"case={case}; accepted: one of {ONE_HOT_CASES} (one layer reads the slot; "
+                         "case 5, two layers: one_hot_case5)")
     if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
         raise ValueError(f"beta={beta!r}; accepted: a finite number > 0")
     pair = task.same_position
