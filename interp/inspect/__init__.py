@@ -17,6 +17,8 @@ and ``n=`` are optional and checked against the model's.
   answer flows) and ``code`` (how keys and values are written), and ``mechanism`` from both.
 * :mod:`~interp.inspect.codes` - the code level measured: interchange interventions along the
   code's principal axes (its dimension) and its whitened-plane circle geometry.
+* :mod:`~interp.inspect.das` - distributed alignment search with a learned rotation: the code's
+  dimension where the principal axes only bound it.
 * :mod:`~interp.inspect.controls` - models of known mechanism: one-hot lookups, inverted ones,
   recoded values, constructions hidden in wider widths, shuffled weights.
 * :mod:`~interp.inspect.controls_case5` - the two-layer case-5 controls: the construction run
