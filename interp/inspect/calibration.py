@@ -46,6 +46,7 @@ EXPECTED = {
     "circle": dict(routing="lookup", code="circle", mechanism="construction"),
     "one-hot": dict(routing="lookup", code="codebook", mechanism="lookup-codebook"),
     "inverted": dict(routing="inverted", mechanism="inverted"),
+    "mirror": dict(routing="mirror", mechanism="mirror"),
     "plane": dict(routing="lookup", code="low-dim", mechanism="lookup-low-dim"),
     "uneven": dict(routing="lookup", code="uneven-circle", mechanism="lookup-uneven-circle"),
     "untrained": None,
@@ -108,6 +109,11 @@ def calibration_models(n: int, *, seeds: int = 2, null_seeds: int = 3):
       :func:`interp.inspect.controls.widen` in d_token 16 and 32, ``seeds`` random maps each;
     * ``one-hot``: :func:`~interp.inspect.controls.one_hot_lookup`, cases 1-4, widened by 4;
     * ``inverted``: its inverted mechanism, cases 1-4, widened by 4;
+    * the same for case 5, two layers (:func:`~interp.inspect.controls.one_hot_case5`): one-hot
+      (``seeds`` maps) and inverted (one), widened by 4;
+    * ``mirror``: the case-5 construction run backwards
+      (:func:`~interp.inspect.controls.mirror_lookup`: the last layer reads the key position),
+      widened to d_token 16, ``seeds`` maps;
     * ``plane``: case 2 and 3 constructions whose values are random points of the plane
       (:func:`~interp.inspect.controls.recode_values`), widened to d_token 16: a 2-dimensional
       code that is not a circle (a near miss for the circle test);
@@ -142,6 +148,7 @@ def calibration_models(n: int, *, seeds: int = 2, null_seeds: int = 3):
                 yield ("inverted" if inverted else "one-hot"), f"case {case} one-hot{' inverted' if inverted else ''}, map {s}", m
                 if not inverted and s == 0:
                     yield "shuffled", f"case {case} one-hot, shuffled", controls.shuffle_weights(m, seed=s)
+    yield from _case5_controls(n, seeds)
     g = torch.Generator().manual_seed(n)
     for case in (2, 3):
         for s in range(seeds):
@@ -157,3 +164,17 @@ def calibration_models(n: int, *, seeds: int = 2, null_seeds: int = 3):
             for s in range(null_seeds):
                 m = models.build_model(case, n, d_token, 2 if case == 5 else 1, pe[case], seed=s, init="pytorch")
                 yield "untrained", f"case {case} untrained, d_token {d_token}, seed {s}", m
+
+
+def _case5_controls(n: int, seeds: int):
+    """The two-layer controls of :func:`calibration_models`: case 5's one-hot lookup and its
+    inverted mechanism widened by 4, and the mirror widened to d_token 16."""
+    from interp.inspect import controls
+
+    for inverted in (False, True):
+        base = controls.one_hot_case5(n, inverted=inverted)
+        for s in range(seeds if not inverted else 1):
+            m = controls.widen(base, base.cfg.d_model + 4, seed=s)
+            yield ("inverted" if inverted else "one-hot"), f"case 5 one-hot{' inverted' if inverted else ''}, map {s}", m
+    for s in range(seeds):
+        yield "mirror", f"case 5 mirror, d_token 16, map {s}", controls.widen(controls.mirror_lookup(n), 16, seed=s)

@@ -73,3 +73,16 @@ def test_other_presentation_that_answers_is_a_transfer_not_a_null():
 def test_bad_store_is_refused_before_measuring(tmp_path):
     with pytest.raises((ValueError, FileNotFoundError)):
         next(calibration.trained_nulls(4, tmp_path / "nowhere.sqlite"))
+
+
+def test_calibration_models_include_the_two_layer_controls():
+    """Issue 42 asks for hand-built mirror mechanisms among the positive controls; case 5's
+    one-hot lookup and its inverted mechanism join cases 1-4's."""
+    got = [(kind, name, m) for kind, name, m in calibration.calibration_models(5)]
+    kinds = {kind for kind, _, _ in got}
+    assert set(calibration.EXPECTED) - {"trained-shuffled", "other-presentation", "transfer"} == kinds
+    mirrors = [m for kind, _, m in got if kind == "mirror"]
+    assert len(mirrors) == 2 and all(m.cfg.n_layers == 2 and m.task.case == 5 for m in mirrors)
+    case5 = {(kind, name) for kind, name, _ in got if name.startswith("case 5 one-hot")}
+    assert {k for k, _ in case5} == {"one-hot", "inverted"}
+    assert all(hooks.accuracy(m, batch_size=128) == 1.0 for m in mirrors)
