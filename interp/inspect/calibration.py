@@ -109,11 +109,7 @@ def calibration_models(n: int, *, seeds: int = 2, null_seeds: int = 3):
       :func:`interp.inspect.controls.widen` in d_token 16 and 32, ``seeds`` random maps each;
     * ``one-hot``: :func:`~interp.inspect.controls.one_hot_lookup`, cases 1-4, widened by 4;
     * ``inverted``: its inverted mechanism, cases 1-4, widened by 4;
-    * the same for case 5, two layers (:func:`~interp.inspect.controls.one_hot_case5`): one-hot
-      (``seeds`` maps) and inverted (one), widened by 4;
-    * ``mirror``: the case-5 construction run backwards
-      (:func:`~interp.inspect.controls.mirror_lookup`: the last layer reads the key position),
-      widened to d_token 16, ``seeds`` maps;
+    * case 5's one-hot, inverted and ``mirror`` controls (:func:`_case5_controls`);
     * ``plane``: case 2 and 3 constructions whose values are random points of the plane
       (:func:`~interp.inspect.controls.recode_values`), widened to d_token 16: a 2-dimensional
       code that is not a circle (a near miss for the circle test);
@@ -167,8 +163,11 @@ def calibration_models(n: int, *, seeds: int = 2, null_seeds: int = 3):
 
 
 def _case5_controls(n: int, seeds: int):
-    """The two-layer controls of :func:`calibration_models`: case 5's one-hot lookup and its
-    inverted mechanism widened by 4, and the mirror widened to d_token 16."""
+    """The two-layer controls of :func:`calibration_models`: case 5's one-hot lookup
+    (:func:`~interp.inspect.controls.one_hot_case5`, ``seeds`` maps) and its inverted mechanism
+    (one), widened by 4; ``mirror``: the case-5 construction run backwards
+    (:func:`~interp.inspect.controls.mirror_lookup`: the last layer reads the key position),
+    widened to d_token 16, ``seeds`` maps."""
     from interp.inspect import controls
 
     for inverted in (False, True):
