@@ -179,7 +179,8 @@ def _reusable(old: dict | None, base: dict, has_checkpoint: bool) -> bool:
     if old.get("_cache") == "legacy":
         if has_checkpoint and base["outcome"] != FAILED:
             return False
-    elif any(atlas_cache.text(old.get(k)) != atlas_cache.text(base.get(k)) for k in atlas_cache.KEY):
+    elif (atlas_cache.text(old.get("checksum")) != atlas_cache.text(base.get("checksum"))
+          or not atlas_cache.same_measures(old, base["measured_with"])):
         return False
     for k in _MATCH:
         a, b = old[k], base[k]

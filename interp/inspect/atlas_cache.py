@@ -24,8 +24,12 @@ import json
 import math
 
 #: bumped when :func:`interp.inspect.analysis.measure`'s columns or their meaning change
-#: (2: issue 42's code level)
-MEASURES_VERSION = "2"
+#: (2: issue 42's code level; 3: the target key's code of a model read at the key position,
+#: the mirror, is asked among the key positions, no longer the value positions)
+MEASURES_VERSION = "3"
+#: older versions whose rows a later one measures identically, and on which rows: version 2's
+#: rows read at the value position (``at == "value"``) are what version 3 measures
+STILL_VALID = {"2": lambda row: row.get("at") == "value"}
 KEY = ("checksum", "measured_with")
 SEAL = "row_sha"
 
@@ -44,8 +48,20 @@ def text(value) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
 
-def measured_with(batch_size: int, seed: int = 0) -> str:
-    return f"batch={batch_size};seed={seed};measures={MEASURES_VERSION}"
+def measured_with(batch_size: int, seed: int = 0, version: str = MEASURES_VERSION) -> str:
+    return f"batch={batch_size};seed={seed};measures={version}"
+
+
+def same_measures(old: dict, measured: str) -> bool:
+    """Whether a cached row ``old`` holds what measuring with ``measured`` (a
+    :func:`measured_with` of this version) would give: the same options and version, or the
+    same options under an older version that :data:`STILL_VALID` declares valid for this row."""
+    was = text(old.get("measured_with"))
+    if was == measured:
+        return True
+    head, _, version = was.rpartition(";measures=")
+    return (version in STILL_VALID and f"{head};measures={MEASURES_VERSION}" == measured
+            and STILL_VALID[version](old))
 
 
 def _sha(header: list[str], fields: list[str]) -> str:

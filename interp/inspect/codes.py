@@ -281,9 +281,11 @@ def measure_code(model, variable: str = "value", *, case: int | None = None, n: 
 def summary(model, *, case: int | None = None, n: int | None = None, batch_size: int = 512,
             seed: int = 0, at: str = "value") -> dict:
     """Both variables' codes as flat columns (``value_dim``, ``value_iia2``, ..., ``query_dim``,
-    ...) for :func:`interp.inspect.analysis.measure`."""
+    ...) for :func:`interp.inspect.analysis.measure`, both read where the last layer reads
+    (``at``): a model measured at the key position (the mirror) has its query's match asked
+    among the key positions."""
     out = {}
     for variable in SITES:
         out.update(measure_code(model, variable, case=case, n=n, batch_size=batch_size, seed=seed,
-                                at=at if variable == "value" else "value").summary())
+                                at=at).summary())
     return out

@@ -423,3 +423,31 @@ def test_probe_and_analysis_check_a_sweeps_run_against_its_store_row(sweep_dir, 
     res = analysis.analyze_sweep(copy, batch_size=64, all_groups=True)
     ok = runs[(runs.status == "ok") & runs.checkpoint.notna()]
     assert len(res.table) == len(ok) - 2  # the two swapped runs skipped, every other measured
+
+
+def test_rows_of_an_older_measures_version_are_reused_only_where_still_valid(built, sweep_dir, tmp_path, counted):
+    """Version 3 changed only the target key's code of rows read at the key position (the
+    mirror): version 2's rows read at the value position are reused, one read at the key is
+    measured again, and a version no rule covers sends every row to be measured."""
+    import re
+
+    from interp.inspect import atlas_cache
+
+    measured = built[built.outcome != "failed"]
+    old = built.copy()
+    old["measured_with"] = [re.sub(r"measures=\d+$", "measures=2", m) for m in old["measured_with"]]
+    old.loc[old.name == measured.name.iloc[0], "at"] = "key"
+    cache = tmp_path / "atlas.csv"
+    cache.write_text(atlas_cache.seal(old.to_csv(index=False)))
+    again = atlas.build_atlas(sweep_dir, batch_size=64, cache=cache)
+    assert len(counted) == 1 and again.attrs["cache"]["bad"] == 0
+    assert set(again["measured_with"]) == {atlas_cache.measured_with(64)}
+    old["measured_with"] = [m.replace("measures=2", "measures=1") for m in old["measured_with"]]
+    cache.write_text(atlas_cache.seal(old.to_csv(index=False)))
+    counted.clear()
+    atlas.build_atlas(sweep_dir, batch_size=64, cache=cache)
+    assert len(counted) == len(measured)
+    assert atlas_cache.same_measures({"measured_with": "batch=64;seed=0;measures=2", "at": "value"},
+                                     atlas_cache.measured_with(64))
+    assert not atlas_cache.same_measures({"measured_with": "batch=32;seed=0;measures=2", "at": "value"},
+                                         atlas_cache.measured_with(64))
