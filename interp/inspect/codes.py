@@ -31,9 +31,11 @@ ordered by singular value are the candidate rotation. Interchanging the projecti
 of them (base vector + P_k (source - base)) and counting the runs that answer as predicted gives
 the interchange-intervention accuracy ``IIA(k)``; the code's dimension is the least k with
 ``IIA(k) >= IIA_MIN`` (:data:`interp.inspect.calibration.THRESHOLDS`). A learned rotation (DAS
-proper) could only find a smaller k: ours is an upper bound on DAS's, tight when the code's
-variance lies where it is read (the calibration's controls: the circle's 2 and a one-hot
-table's n - 1 are found exactly). We use TransformerLens hooks rather than pyvene: pyvene
+proper, :mod:`interp.inspect.das`) could only find a smaller k: ours is an upper bound on
+DAS's, tight when the code's variance lies where it is read (the calibration's controls: the
+circle's 2 and a one-hot table's n - 1 are found exactly), not always on trained seeds (at n = 5
+most "codebook" seeds carry their values in a learned 3-dimensional subspace:
+``experiments/calibration/das.md``). We use TransformerLens hooks rather than pyvene: pyvene
 addresses components through its own per-architecture mappings of HuggingFace modules, which
 would be one more dependency and one more naming of sites that TL's hook points already name
 (as every other measure here does); the interchange itself is ten lines.
