@@ -136,6 +136,15 @@ def report() -> None:
         verdict = "untested" if not seeds else ("confirmed" if share >= 0.9 else "refuted")
         lines.append(f"| {key} ({code}: no learned subspace of dimension <= {limit}) | {len(seeds)} | "
                      f"{agree} | {share:.2f} | {_interval(agree, len(seeds)) if seeds else '-'} | {verdict} |")
+    lines += ["", "## By n", "", "| n | code | seeds | with a learned subspace below the axes dimension |",
+              "|--:|---|--:|--:|"]
+    for n in NS:
+        for code in CODES:
+            seeds = [r for r in rows if r["kind"] == code and r["n"] == n]
+            if seeds:
+                below = sum(r["dim"] is not None and r["axes_dim"] is not None and r["dim"] < r["axes_dim"]
+                            for r in seeds)
+                lines.append(f"| {n} | {code} | {len(seeds)} | {below} |")
     (HERE / "das.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[-4:]))
 

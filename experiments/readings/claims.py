@@ -484,6 +484,15 @@ def level_claims() -> list[Claim]:
         for r in next(t for t in md_tables(two) if t and "prediction" in t[0]):
             out.append(Claim(f"levels-{r['prediction']}", f"| {r['prediction']} | {r['verdict']} | {r['numbers']} |",
                              (ATLAS_README,)))
+    das = EXP / "calibration" / "das.md"
+    if das.is_file():  # the learned-rotation check (PREDICTIONS-das.md): its rows, verbatim
+        tables = md_tables(das)
+        for r in next(t for t in tables if t and "prediction" in t[0]):
+            out.append(Claim(f"levels-{r['prediction'].split()[0]}", "| " + " | ".join(r.values()) + " |",
+                             (ATLAS_README,)))
+        for r in next(t for t in tables if t and "n" in t[0] and "code" in t[0]):
+            out.append(Claim(f"levels-das-{r['n']}-{r['code']}", "| " + " | ".join(r.values()) + " |",
+                             (ATLAS_README,)))
     return out
 
 
