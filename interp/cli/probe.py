@@ -6,6 +6,8 @@ that stores none) or the paper's construction (``--construction CASE --n N``; a 
 other than CASE is refused). The table lists the attention summary per layer, the cos/sin
 probes of the embedding tables and of ``--hook`` (default: the last layer's ``hook_resid_post``
 at the final position, labelled f(i*)), and the circuit, circle and patching measures.
+``--das`` adds the codes' dimensions found by a learned rotation (:mod:`interp.inspect.das`;
+the measures' ``value_dim``/``query_dim`` are the principal-axes upper bound), softmax models only.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def add_arguments(p) -> None:
     add_model_arguments(p)
     p.add_argument("--hook", default=None, help="residual hook to probe (default: last resid_post)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--das", action="store_true",
+                   help="also the codes' dimensions by a learned rotation (DAS; softmax models)")
 
 
 def checked(path):
@@ -126,8 +130,10 @@ def format_tables(label: str, data: dict) -> str:
 
     from interp.inspect import labels
 
+    das = "".join(f"; {v} learned dimension {d['dim']} (axes {d['axes_dim']})"
+                  for v, d in data.get("das", {}).items())
     out = [label, "", f"mechanism: {data['mechanism']}", f"routing: {data['routing']}",
-           f"code: values {data['code']}, target key {data['key_code']}",
+           f"code: values {data['code']}, target key {data['key_code']}{das}",
            f"verdict: {data['verdict']}", "",
            "attention (construction's position):",
            pd.DataFrame(data["attention"]).to_string(index=False, float_format=_fmt), "",
@@ -143,9 +149,29 @@ def format_tables(label: str, data: dict) -> str:
                              "--json prints the raw numbers)"])
 
 
+def learned_dims(model, at: str, *, batch_size: int, seed: int) -> dict:
+    """``{variable: {axes_dim, dim, iia}}``: :func:`interp.inspect.das.learned_dim` of both codes."""
+    from interp.inspect import das
+
+    out = {}
+    for variable in ("value", "query"):
+        got = das.learned_dim(model, variable, at=at, batch_size=batch_size, seed=seed)
+        out[variable] = dict(axes_dim=got.axes_dim, dim=got.dim, iia=[list(x) for x in got.iia])
+    return out
+
+
 def run(args) -> int:
+    from interp.core import attention
+
     model, label = model_from_args(args)
+    hard = [m.mode for m in attention.modes(model) if m.mode != "softmax"]
+    if args.das and hard:  # refused before anything is measured
+        raise ValueError(f"--das with attention {hard}; accepted: softmax attention (a checkpoint "
+                         "trained here, or --construction with --attention softmax)")
     data = collect(model, hook=args.hook, batch_size=args.batch_size, seed=args.seed)
+    if args.das:
+        data["das"] = learned_dims(model, data["measures"]["at"], batch_size=min(args.batch_size, 512),
+                                   seed=args.seed)
     if args.json:
         print(json.dumps(dict(model=label, case=model.task.case, n=model.cfg.d_vocab_out, **data),
                          indent=1, default=float))
