@@ -52,7 +52,7 @@ import math
 import re
 from pathlib import Path
 
-from interp.inspect import analysis, circuits, curves, explore_atlas, explore_timeline, hooks, labels, viz
+from interp.inspect import analysis, atlas_cache, circuits, curves, explore_atlas, explore_timeline, hooks, labels, viz
 from interp.training.files import save_figure, write_file
 
 log = logging.getLogger(__name__)
@@ -195,7 +195,8 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
         rows.append(row)
     table = pd.DataFrame(rows)
     atlas_html = "" if found is None else explore_atlas.section(
-        found[1], found[0], {r["name"]: r["id"] for r in rows}, store_runs=df["name"])
+        found[1], found[0], {r["name"]: r["id"] for r in rows}, store_runs=df["name"],
+        checksums={str(r["name"]): atlas_cache.run_checksum(r["checksums"]) for _, r in df.iterrows()})
     path = analysis.find_store(store_path)
     title = f"Sweep explorer: {analysis.sweep_name(df, path)}"  # whatever form the path took
     body = (f"{_STYLE}<h1>{html.escape(title)}</h1>\n<p>store <code>{html.escape(str(path))}"

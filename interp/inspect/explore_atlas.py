@@ -190,26 +190,33 @@ def _panel(p: int, title: str, sub, views: dict[str, str]) -> tuple[str, list[st
     return grid, lists
 
 
-def older(df, store_runs) -> list[str]:
+def older(df, store_runs, checksums: dict | None = None) -> list[str]:
     """The runs of ``store_runs`` (the store's runs the page shows) that the atlas table ``df``
-    does not list, in the store's order: the atlas is older than its store (or was made for
-    part of it), and its grid's counts leave them out."""
-    listed = {str(n) for n in df["name"]}
-    return [str(n) for n in store_runs if str(n) not in listed]
+    does not list, or lists as an earlier training of the run: its row's ``checksum`` digest
+    (:func:`interp.inspect.atlas_cache.run_checksum`) is not ``checksums[name]``, the store's
+    (a run retrained since; rows of atlases written before digests are compared by name only).
+    In the store's order: the atlas is older than its store (or was made for part of it)."""
+    from interp.inspect import atlas_cache
+
+    digests = df["checksum"] if "checksum" in df.columns else [""] * len(df)
+    listed = {str(n): atlas_cache.text(c) for n, c in zip(df["name"], digests)}
+    checksums = checksums or {}
+    return [str(n) for n in store_runs if str(n) not in listed
+            or (listed[str(n)] and checksums.get(str(n)) and listed[str(n)] != checksums[str(n)])]
 
 
-def section(df, source, views: dict[str, str], store_runs=()) -> str:
+def section(df, source, views: dict[str, str], store_runs=(), checksums: dict | None = None) -> str:
     """The page's "Atlas" section for the atlas table ``df`` read from ``source``; ``views``:
     run name -> the page's seed id, for the seeds that have a view on the page; ``store_runs``:
-    the store's runs the page shows, those the atlas does not list (:func:`older`) marked in a
-    note above the grids."""
-    missing = older(df, store_runs)
+    the store's runs the page shows, those the atlas does not list or lists as trained before
+    (:func:`older`, with the store's ``checksums`` digests) marked in a note above the grids."""
+    missing = older(df, store_runs, checksums)
     note = ""
     if missing:
         log.warning("%s does not list %d of the store's runs shown (e.g. %s): older than its store; "
                     "rerun `interp atlas`", source, len(missing), missing[0])
-        note = (f'<p class="note atlas-older">This atlas is older than its store: it does not list '
-                f"{len(missing)} of the {len(list(store_runs))} runs shown on this page (e.g. run "
+        note = (f'<p class="note atlas-older">This atlas is older than its store: it does not list (or lists '
+                f"an earlier training of) {len(missing)} of the {len(list(store_runs))} runs shown on this page (e.g. run "
                 f"<code>{html.escape(missing[0])}</code>), so its cells count fewer seeds than the "
                 "store holds. Rerun <code>interp atlas</code> on the store to include them.</p>\n")
     grids, lists = [], []
