@@ -131,20 +131,18 @@ def train_reference(config: TrainConfig, model=None, *, device: str = "cpu", on_
 
 @contextlib.contextmanager
 def one_thread():
-    """Run the body on one intra-op thread (restored afterwards), with autograd on.
+    """:func:`interp.training.machine.one_thread` (torch and BLAS on one thread, restored
+    afterwards) with autograd on, so training works even when called under no_grad.
 
     Training uses one thread: the matrices are small, a second thread buys little and costs
     a lot when cores are shared, and a run's bits then do not depend on the caller's thread
     setting. More cores are used by training several groups in processes (``interp sweep
     --workers``); ``experiments/bench`` measures both.
     """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.enable_grad():  # training works even when called under no_grad
-            yield
-    finally:
-        torch.set_num_threads(before)
+    from interp.training import machine
+
+    with machine.one_thread(), torch.enable_grad():
+        yield
 
 
 def train(config: TrainConfig, *, engine: str = "fast", device: str = "cpu", progress=None,
