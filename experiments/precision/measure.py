@@ -8,7 +8,8 @@ there keeps a margin of one default tolerance between its smallest score gap and
 default merges, so rounding that differs between CPUs (an ulp or two) cannot change an answer.
 The limit is the largest grid n such that every grid n' <= n was exact. Writes
 `interp/core/precision_limits.json` (read by `interp.core.constructions.build`, which refuses every n
-beyond the limit) and `experiments/precision/limits.md`.
+beyond the limit), the one source: it prints the table (`interp.core.limits.limits_table`) that
+`docs/constructions.md` quotes, which a test holds to the JSON.
 
     .venv/bin/python experiments/precision/measure.py   # about an hour on 2 cores; resumable
 """
@@ -77,14 +78,8 @@ def main() -> None:
             results.append(row)
             CACHE.write_text(json.dumps(results, indent=1))
     (ROOT / "interp" / "core" / "precision_limits.json").write_text(json.dumps(results, indent=1) + "\n")
-    lines = ["| case | layers | dtype | exact up to n | first failure on the grid | grid top | seconds |",
-             "|---|---|---|---|---|---|---|"]
-    for r in results:
-        bad = r["first_failure"] if r["first_failure"] is not None else "none"
-        lines.append(f"| {r['case']} | {r['layers']} | {r['dtype']} | {r['exact_up_to']} | {bad} | {r['grid_top']} | {r['seconds']} |")
-    (ROOT / "experiments" / "precision" / "limits.md").write_text("\n".join(lines) + "\n")
     CACHE.unlink()
-    print("\n".join(lines))
+    print(limits.limits_table(results))  # paste into docs/constructions.md (a test compares)
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ def check_buildable(
         raise ValueError(
             f"n={n} is beyond the largest n measured exact for case {case} in "
             f"{str(dtype).removeprefix('torch.')}: accepted n <= {limit} "
-            f"(experiments/precision/limits.md); other dtypes: {', '.join(other) or 'none'}; "
+            f"(interp/core/precision_limits.json, docs/constructions.md); other dtypes: {', '.join(other) or 'none'}; "
             "check_precision=False builds it anyway"
         )
     need = weight_bytes(case, n, dtype)
@@ -193,13 +193,31 @@ def memory_bytes() -> int | None:
         return None
 
 
+#: the rows of ``precision_limits.json`` as measured (``experiments/precision/measure.py``)
+LIMIT_ROWS: list[dict] = []
+
+
+def limits_table(rows: list[dict] | None = None) -> str:
+    """The measured limits as the markdown table ``docs/constructions.md`` quotes (a test holds
+    the page to it): one row per construction and dtype of ``rows`` (default :data:`LIMIT_ROWS`,
+    the JSON, the one source)."""
+    lines = ["| case | layers | dtype | exact up to n | first failure on the grid | grid top | seconds |",
+             "|---|---|---|---|---|---|---|"]
+    for r in LIMIT_ROWS if rows is None else rows:
+        bad = r["first_failure"] if r["first_failure"] is not None else "none"
+        lines.append(f"| {r['case']} | {r['layers']} | {r['dtype']} | {r['exact_up_to']} | {bad} | "
+                     f"{r['grid_top']} | {r['seconds']} |")
+    return "\n".join(lines)
+
+
 def _load_limits() -> None:
     try:
         text = resources.files("interp.core").joinpath("precision_limits.json").read_text()
     except FileNotFoundError:
         warnings.warn("interp/core/precision_limits.json is missing: build() cannot check precision")
         return
-    for row in json.loads(text):
+    LIMIT_ROWS[:] = json.loads(text)
+    for row in LIMIT_ROWS:
         dtype = {"float32": torch.float32, "float64": torch.float64}[row["dtype"]]
         EXACT_UP_TO[(row["case"], row["layers"], dtype)] = row["exact_up_to"]
 
