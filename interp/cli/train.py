@@ -135,15 +135,27 @@ def check_out(out: Path, force: bool) -> None:
 
 def foreign_files(out: Path) -> list[str]:
     """What in the folder ``out`` is not an earlier ``interp train`` run's: every name but
-    ``model.safetensors``, ``config.json`` (an interp checkpoint's, by its format tag) and
-    ``store.sqlite`` (a results store), sorted; a missing checkpoint file is named too. Empty: the
-    folder holds exactly a run's files, and ``--force`` may replace it whole."""
+    ``model.safetensors``, ``config.json`` (an interp checkpoint's, by its format tag),
+    ``store.sqlite`` (a results store) and ``timeline/`` (``interp timeline``'s snapshots of this
+    run, checked against their manifest and the checkpoint's config), sorted; a missing checkpoint
+    file is named too. Empty: the folder holds exactly a run's files, and ``--force`` may replace
+    it whole."""
     from interp.sweeps.store_files import check_header
     from interp.sweeps.store_schema import identify
     from interp.training.checkpoints import read_meta
 
+    from interp.training import snapshots
+
     names = sorted(p.name for p in out.iterdir())
-    foreign = [n + ("/" if (out / n).is_dir() else "") for n in names if n not in (*RUN_FILES, STORE)]
+    own = (*RUN_FILES, STORE, snapshots.FOLDER)
+    foreign = [n + ("/" if (out / n).is_dir() else "") for n in names if n not in own]
+    if snapshots.FOLDER in names:  # ``interp timeline``'s snapshots of this run: its own, if they check
+        try:
+            if (out / snapshots.FOLDER).is_symlink() or not (out / snapshots.FOLDER).is_dir():
+                raise ValueError("not a folder")
+            snapshots.load_snapshots(out)
+        except (ValueError, OSError):
+            foreign.append(f"{snapshots.FOLDER}/ (not this run's timeline)")
     foreign += [f"no {f}" for f in RUN_FILES if f not in names]
     if not foreign:
         try:

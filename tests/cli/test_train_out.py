@@ -105,3 +105,23 @@ def test_out_below_a_linked_folder_stores_its_checkpoint_where_readers_look(tmp_
     assert main(["train", *TINY, "--out", str(out), "--json"]) == 0
     assert main(["store", "verify", str(out)]) == 0
     assert store.read(out / "store.sqlite")["checkpoint"].tolist() == [str(real / "run")]
+
+
+def test_force_replaces_a_run_with_its_own_timeline_but_not_a_foreign_one(tmp_path, trained, capsys):
+    """Issue 46's remainder: ``interp timeline`` writes ``timeline/`` into a run folder; that is
+    the run's own (checked against its manifest), so ``--force`` replaces the folder whole; an
+    altered snapshot makes it foreign, and the folder is kept."""
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--out", str(run), "--json"]) == 0
+    assert main(["timeline", str(run), "--out", str(tmp_path / "tl"), "--keep", "3", "--json"]) == 0
+    capsys.readouterr()
+    assert (run / "timeline").is_dir()
+    snapshot = next(p for p in sorted((run / "timeline").iterdir()) if p.suffix == ".safetensors")
+    data = snapshot.read_bytes()
+    snapshot.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    before = _files(run)
+    _refused(["--out", run, "--force"], ["timeline/ (not this run's timeline)"], capsys)
+    assert _files(run) == before
+    snapshot.write_bytes(data)
+    assert main(["train", *TINY, "--out", str(run), "--force", "--seed", "1", "--json"]) == 0
+    assert not (run / "timeline").exists()  # the new run has no snapshots of the old one
