@@ -34,3 +34,24 @@ def assert_drawn():
         assert img[..., :3].std() > 0.02 and colors >= min_colors, (path, float(img[..., :3].std()), colors)
 
     return check
+
+
+@pytest.fixture
+def probe_json():
+    """``probe(model, folder, *flags) -> dict``: the model saved as a checkpoint in ``folder`` and
+    read back through ``interp probe CKPT --json`` (batch 256), as a user would."""
+    import contextlib
+    import io
+    import json
+
+    from interp import cli
+    from interp.training import checkpoints
+
+    def probe(model, folder, *flags) -> dict:
+        path = checkpoints.save(model, folder / "ckpt")
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert cli.main(["probe", str(path), "--json", "--batch-size", "256", *flags]) == 0
+        return json.loads(buf.getvalue())
+
+    return probe

@@ -7,29 +7,18 @@ the models were built to attend, and the labels come from ``interp probe CKPT --
 user would read them, against what the construction of each model says they must be.
 """
 
-import contextlib
-import io
-import json
 import random
 
 import pytest
 import torch
 
-from interp import cli
 from interp.core import tasks
 from interp.inspect import controls, controls_case5, hooks
-from interp.training import checkpoints
 
 NS = (2, 3, 5, 10, 20, 50, 100)
 BUILDERS = {"mirror": controls_case5.mirror_lookup, "one-hot": controls_case5.one_hot_case5}
 
 
-def _probe(model, tmp_path) -> dict:
-    path = checkpoints.save(model, tmp_path / "ckpt")
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert cli.main(["probe", str(path), "--json", "--batch-size", "256"]) == 0
-    return json.loads(buf.getvalue())
 
 
 def _tables(n: int, batch: int, seed: int):
@@ -125,8 +114,8 @@ def test_inverted_one_hot_case5_spreads_over_the_other_values():
 
 
 @pytest.mark.parametrize("n", (5, 10))
-def test_mirror_is_labelled_mirror(n, tmp_path):
-    out = _probe(controls_case5.mirror_lookup(n), tmp_path)
+def test_mirror_is_labelled_mirror(n, tmp_path, probe_json):
+    out = probe_json(controls_case5.mirror_lookup(n), tmp_path)
     assert out["routing"] == "mirror" and out["mechanism"] == "mirror"
     m = out["measures"]
     assert m["at"] == "key" and m["mass_keypos"] >= 0.99 and m["follow"] == 1.0
@@ -137,20 +126,20 @@ def test_mirror_is_labelled_mirror(n, tmp_path):
 
 
 @pytest.mark.parametrize("n", (5, 10))
-def test_one_hot_case5_is_labelled_lookup_codebook(n, tmp_path):
-    out = _probe(controls_case5.one_hot_case5(n), tmp_path)
+def test_one_hot_case5_is_labelled_lookup_codebook(n, tmp_path, probe_json):
+    out = probe_json(controls_case5.one_hot_case5(n), tmp_path)
     assert (out["routing"], out["code"], out["mechanism"]) == ("lookup", "codebook", "lookup-codebook")
     assert out["measures"]["at"] == "value" and out["measures"]["value_dim"] >= 4
 
 
-def test_widened_controls_keep_their_labels(tmp_path):
+def test_widened_controls_keep_their_labels(tmp_path, probe_json):
     mirror = controls.widen(controls_case5.mirror_lookup(10), 16, seed=1)
     one_hot = controls.widen(controls_case5.one_hot_case5(10), 3 * 10 + 4 + 4, seed=1)
     for model in (mirror, one_hot):
         assert hooks.accuracy(model, hooks.sample_inputs(5, 10, 256, function="any")) == 1.0
-    out = _probe(mirror, tmp_path / "mirror")
+    out = probe_json(mirror, tmp_path / "mirror")
     assert (out["routing"], out["mechanism"], out["measures"]["at"]) == ("mirror", "mirror", "key")
-    out = _probe(one_hot, tmp_path / "one-hot")
+    out = probe_json(one_hot, tmp_path / "one-hot")
     assert (out["routing"], out["code"], out["mechanism"]) == ("lookup", "codebook", "lookup-codebook")
 
 

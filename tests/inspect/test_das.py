@@ -84,21 +84,15 @@ def test_refusals_name_the_value():
         das.pairs(model, "key")
 
 
-def test_probe_das_reports_the_learned_dimension_beside_the_axes_bound(tmp_path):
+def test_probe_das_reports_the_learned_dimension_beside_the_axes_bound(tmp_path, probe_json):
     """``interp probe CKPT --json --das``: the unread-variance lookup's value code is 3 by the
     axes (the measures) and 2 learned; a hard-attention model is refused before measuring."""
     import contextlib
     import io
-    import json
 
     from interp import cli
-    from interp.training import checkpoints
 
-    path = checkpoints.save(unread_variance_lookup(), tmp_path / "ckpt")
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert cli.main(["probe", str(path), "--json", "--das", "--batch-size", "128"]) == 0
-    out = json.loads(buf.getvalue())
+    out = probe_json(unread_variance_lookup(), tmp_path, "--das")
     assert out["measures"]["value_dim"] == 3
     assert out["das"]["value"]["axes_dim"] == 3 and out["das"]["value"]["dim"] == 2
     err = io.StringIO()

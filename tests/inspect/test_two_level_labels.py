@@ -7,52 +7,42 @@ as a user would; the expected labels come from how the model was built, not from
 labels it. On the code before issue 42 the one-hot lookup was labelled ``construction``.
 """
 
-import contextlib
-import io
 import json
 import math
 
 import pytest
 import torch
 
-from interp import cli
 from interp.core import constructions, models
 from interp.inspect import calibration, codes, controls, hooks, labels
-from interp.training import checkpoints
 
 
-def _probe(model, tmp_path) -> dict:
-    path = checkpoints.save(model, tmp_path / "ckpt")
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert cli.main(["probe", str(path), "--json", "--batch-size", "256"]) == 0
-    return json.loads(buf.getvalue())
 
 
 @pytest.mark.parametrize("case,n", [(3, 10), (1, 10), (4, 5)])
-def test_disguised_construction_is_the_construction(case, n, tmp_path):
+def test_disguised_construction_is_the_construction(case, n, tmp_path, probe_json):
     base = constructions.build(case, n, attention="softmax", beta=100.0)
     model = controls.widen(base, 16, seed=case)
     assert hooks.accuracy(model) == 1.0
-    out = _probe(model, tmp_path)
+    out = probe_json(model, tmp_path)
     assert (out["routing"], out["code"], out["key_code"], out["mechanism"]) == \
         ("lookup", "circle", "circle", "construction")
     assert out["measures"]["value_dim"] == 2 and out["measures"]["query_dim"] == 2
 
 
 @pytest.mark.parametrize("case,n", [(3, 10), (1, 10), (4, 5)])
-def test_one_hot_lookup_routes_like_the_construction_without_its_circle(case, n, tmp_path):
+def test_one_hot_lookup_routes_like_the_construction_without_its_circle(case, n, tmp_path, probe_json):
     model = controls.one_hot_lookup(case, n)
     assert hooks.accuracy(model) == 1.0
-    out = _probe(model, tmp_path)
+    out = probe_json(model, tmp_path)
     assert out["routing"] == "lookup"
     assert out["code"] not in labels.CIRCLES and out["mechanism"] != "construction"
     assert out["code"] == "codebook" and out["mechanism"] == "lookup-codebook"
     assert out["measures"]["value_dim"] >= 4  # a circle needs 2
 
 
-def test_untrained_model_has_no_route(tmp_path):
-    out = _probe(models.build_model(3, 10, 16, seed=0, init="pytorch"), tmp_path)
+def test_untrained_model_has_no_route(tmp_path, probe_json):
+    out = probe_json(models.build_model(3, 10, 16, seed=0, init="pytorch"), tmp_path)
     assert out["routing"] == "none" and out["mechanism"] == "none"
 
 
