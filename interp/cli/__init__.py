@@ -21,6 +21,12 @@ inspect, theory) logs and returns data; these modules parse, call it and print.
 * :mod:`interp.cli.precision`, :mod:`interp.cli.temperature`, :mod:`interp.cli.counterexample`,
   :mod:`interp.cli.theorem35`, :mod:`interp.cli.lower_bounds` - the theory studies' commands.
 * :mod:`interp.cli.reference` - ``docs/cli.md``, generated from these parsers.
+
+Presentations registered outside the package (``interp.tasks.register``) reach every command
+through the environment: ``INTERP_TASKS=mymodule[,other]`` names modules (on ``PYTHONPATH``)
+imported before the command's flags are read, so ``--case 6`` is accepted and a checkpoint of
+case 6 loads (:func:`import_user_tasks`). ``interp sweep`` also imports them from a sweep's
+``configs.py``.
 """
 
 from __future__ import annotations
@@ -85,6 +91,26 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+#: the environment variable naming the modules that register a user's presentations
+TASKS_ENV = "INTERP_TASKS"
+
+
+def import_user_tasks() -> list[str]:
+    """Import the modules :data:`TASKS_ENV` names (comma-separated), whose import registers
+    presentations (``interp.tasks.register``); the names imported. ValueError naming the value
+    and the module that failed, before any command works."""
+    value = os.environ.get(TASKS_ENV, "")
+    names = [m.strip() for m in value.split(",") if m.strip()]
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # an import error or the module's own: said, not a traceback
+            raise ValueError(f"{TASKS_ENV}={value!r}: module {name!r} did not import "
+                             f"({type(e).__name__}: {e}); accepted: comma-separated importable module "
+                             "names (on PYTHONPATH) whose import calls interp.tasks.register") from None
+    return names
+
+
 def _main(argv: list[str]) -> int:
     # MKL reads MKL_CBWR when torch first multiplies: set before anything imports torch, it
     # makes products independent of memory alignment, so a sweep's seeds train stacked with
@@ -100,6 +126,11 @@ def _main(argv: list[str]) -> int:
 
     keep_freed_memory()
     chosen = next((a for a in argv if not a.startswith("-")), None)
+    try:
+        import_user_tasks()  # before the parsers: they list the registered cases
+    except ValueError as e:
+        print(f"interp: error: {e}", file=sys.stderr)
+        return 2
     args = _parser(chosen if chosen in COMMANDS else None).parse_args(argv)
     try:
         if getattr(args, "out", None):  # every command's --out: a name too long for the file
