@@ -177,14 +177,18 @@ def widen(model, d_token: int, *, seed: int = 0):
 
 
 def shuffle_weights(model, *, seed: int = 0):
-    """A copy of ``model`` with every weight tensor's entries permuted at random (a null)."""
+    """A copy of ``model`` with every weight tensor's entries permuted at random (a null); the
+    tensors its spec fixes (e.g. f14's ``W_O='identity'``) are architecture, not learned, and stay."""
     import copy
 
     new = copy.deepcopy(model)
+    spec = models.spec_of(new)
+    fixed = set(models.fixed_weights(new, spec)) if spec is not None else set()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         tensors = (list(models.pair_tables(new)) if models.has_pair_embedding(new) else [])
-        tensors += [p for name, p in new.named_parameters() if "parametrizations" not in name]
+        tensors += [p for name, p in new.named_parameters()
+                    if "parametrizations" not in name and name not in fixed]
         for p in tensors:
             flat = p.data.reshape(-1)
             p.data.copy_(flat[torch.randperm(flat.numel(), generator=g)].view_as(p.data))

@@ -86,3 +86,23 @@ def test_calibration_models_include_the_two_layer_controls():
     case5 = {(kind, name) for kind, name, _ in got if name.startswith("case 5 one-hot")}
     assert {k for k, _ in case5} == {"one-hot", "inverted"}
     assert all(hooks.accuracy(m, batch_size=128) == 1.0 for m in mirrors)
+
+
+def test_shuffling_keeps_what_the_spec_fixes():
+    """f14's W_O = identity is architecture, not a learned weight: a shuffled f14 model keeps it
+    (so it still is the model its spec describes), and every learned tensor is permuted."""
+    from interp.core import models
+    from interp.inspect import controls
+    from interp.training.trainer import TrainConfig, init_model
+
+    model = init_model(TrainConfig.paper(case=1, n=5, d_token=8, reading="f14"))
+    fixed = set(models.fixed_weights(model, models.spec_of(model)))
+    assert "blocks.0.attn.W_O" in fixed
+    null = controls.shuffle_weights(model, seed=1)
+    models.check_spec(null)  # raised before: W_O was permuted too
+    assert hooks.accuracy(null, batch_size=64) >= 0.0
+    for (name, p), (_, q) in zip(model.named_parameters(), null.named_parameters(), strict=True):
+        if name in fixed:
+            assert torch.equal(p, q), name
+        elif p.numel() > 1 and p.detach().unique().numel() > 1:
+            assert not torch.equal(p, q), name
