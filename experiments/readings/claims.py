@@ -480,7 +480,8 @@ def level_claims() -> list[Claim]:
         groups = [t for t in md_tables(two) if t and "group" in t[0]]
         for key, table in zip(("routing", "code", "key-code"), groups):  # two-level.md's order
             row = next(r for r in table if r["group"] == "**all**")
-            out.append(Claim(f"levels-{key}", "| " + " | ".join(row.values()) + " |", (ATLAS_README,)))
+            pages = (ATLAS_README, BEYOND) if key in ("routing", "code") else (ATLAS_README,)
+            out.append(Claim(f"levels-{key}", "| " + " | ".join(row.values()) + " |", pages))
         for r in next(t for t in md_tables(two) if t and "prediction" in t[0]):
             out.append(Claim(f"levels-{r['prediction']}", f"| {r['prediction']} | {r['verdict']} | {r['numbers']} |",
                              (ATLAS_README,)))
