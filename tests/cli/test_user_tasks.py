@@ -14,35 +14,13 @@ import pytest
 import interp
 from interp import cli
 
-MODULE = '''
-import torch
+# the user's module: tests/core/test_external_task.py's value-first presentation, registered on import
+MODULE = """
 import interp
+from core.test_external_task import PRESENTATION
 
-
-class ValueFirst(interp.tasks.Consecutive):
-    """Consecutive, permuted keys, the value before its key (as tests/core/test_external_task.py)."""
-
-    def value_pos(self, n, j):
-        return 2 * self._slot(n, j)
-
-    def key_pos(self, n, j):
-        return 2 * self._slot(n, j) + 1
-
-    def layout(self, n, keys, values, target):
-        return torch.cat([torch.stack([values, keys], dim=2).flatten(1), target[:, None]], dim=1)
-
-    def split(self, n, tokens):
-        return tokens[:, 1 : 2 * n : 2], tokens[:, 0 : 2 * n : 2], tokens[:, 2 * n]
-
-    def _decode(self, n, toks):
-        return toks[1 : 2 * n : 2], toks[0 : 2 * n : 2], toks[2 * n]
-
-    def _labels(self, n, keys, values):
-        return [label for k, v in zip(keys, values) for label in (f"v{v}", f"k{k}")]
-
-
-interp.tasks.register(ValueFirst(6, "consecutive, permuted keys, value first", True))
-'''
+interp.tasks.register(PRESENTATION)
+"""
 
 
 @pytest.fixture
