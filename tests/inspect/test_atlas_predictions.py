@@ -211,6 +211,19 @@ def test_p7_confirmed_refuted_untested():
     assert ap.p7(table(sunk))["verdict"] == "refuted"
 
 
+def test_p7_reads_the_routing_on_a_two_level_atlas():
+    """Issue 42: the two-level label ``lookup-codebook`` is the old ``construction``'s routing
+    (``routing`` lookup), so P7 counts it; an old row (no routing) is read by its label."""
+    two = [dict(mlp14(label="lookup-codebook"), routing="lookup") for _ in range(8)]
+    two += [dict(mlp14(label="other"), routing="other")] * 2
+    r = ap.p7(table(two))
+    assert r["verdict"] == "confirmed" and r["numbers"]["construction or inverted"].startswith("8 ")
+    mixed = two[:7] + [dict(mlp14(label="construction"), routing=None)] + two[8:]
+    assert ap.p7(table(mixed))["numbers"]["construction or inverted"].startswith("8 ")
+    strict = [dict(mlp14(label="lookup-codebook"), routing="other") for _ in range(3)] + two[3:]
+    assert ap.p7(table(strict))["verdict"] == "refuted"  # 5 of 10 route like the construction
+
+
 # ----------------------------------------------------------------------------- P8
 
 
