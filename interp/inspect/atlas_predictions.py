@@ -33,6 +33,8 @@ import math
 import re
 from fractions import Fraction
 
+from interp.inspect.levels import routes
+
 VERDICTS = ("confirmed", "refuted", "untested")
 #: the reading that replaced mlp-4x (a name of :data:`interp.inspect.atlas.NAMED`), set when issue
 #: 28's gate decides so (``experiments/readings/screen/scores.md``, "Decision"; a test holds the two
@@ -316,17 +318,10 @@ def p7(df) -> dict:
 
     Readings: functions pooled (none named); "keep >= 90%" is ``acc_mean_mlp`` >= 0.90. The
     second share is untested (not refuted) while a seed lacks ``acc_mean_mlp``, unless the
-    seeds that have it already put the share below 80% whatever the others hold. The label
-    ``construction`` of the declaration measured the routing (issue 42): on an atlas with a
-    ``routing`` column it is read as routing ``lookup`` or ``inverted``, so the stricter
-    two-level ``construction`` (which also asks for the circle code) does not change P7."""
+    seeds that have it already put the share below 80% whatever the others hold. Its label
+    ``construction`` measured the routing: read as routing ``lookup`` (:func:`levels.routes`)."""
     pop, unmeasured = labelled(successes(_where(df, case=(1, 2, 3, 4), n_layers=1, architecture=MLP)))
-    if "routing" in pop.columns:
-        routes = pop["routing"].where(pop["routing"].notna() & (pop["routing"] != "unmeasured"),
-                                      pop["label"].replace({"construction": "lookup"}))
-        named = routes.isin(("lookup", "inverted"))
-    else:
-        named = pop["label"].isin(("construction", "inverted"))
+    named = routes(pop).isin(("lookup", "inverted"))
     ablated = [number(v) for v in pop.get("acc_mean_mlp", [None] * len(pop))]
     keep = sum(a >= 0.90 for a in ablated)
     missing = sum(math.isnan(a) for a in ablated)

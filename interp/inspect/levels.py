@@ -169,3 +169,13 @@ def labels_of(row) -> dict:
     """``routing``, ``code`` (values), ``key_code`` (the target key) and ``mechanism`` of a row."""
     return dict(routing=routing(row), code=code(row, "value"), key_code=code(row, "query"),
                 mechanism=mechanism(row))
+
+
+def routes(df):
+    """Each atlas row's routing (a DataFrame's rows): its ``routing`` where measured, else its
+    label with the old ``construction`` read as ``lookup`` (before issue 42 it measured the
+    routing only)."""
+    old = df["label"].replace({"construction": "lookup"})
+    if "routing" not in df.columns:
+        return old
+    return df["routing"].where(df["routing"].notna() & (df["routing"] != "unmeasured"), old)
