@@ -76,6 +76,7 @@ class CodeMeasure:
     gap: float  # smallest gap / even gap of the sorted angles (1: evenly spaced)
     cos_mean: float  # mean |cos| between distinct centred code vectors (one-hot: 1 / (n - 1))
     iia_min: float = field(default=math.nan)
+    axes: Tensor | None = field(default=None, repr=False, compare=False)  # [rank, d] principal axes
 
     @property
     def dim(self) -> int | None:
@@ -151,15 +152,22 @@ def code_table(model, variable: str, view: hooks.TaskView, *, contexts: int = 32
     return (V - V.mean(dim=1, keepdim=True)).mean(dim=0)
 
 
-def interchanger(model, variable: str, view: hooks.TaskView, *, seed: int = 0, at: str = "value"):
-    """A function ``basis -> IIA`` (the sources drawn and run once): the share of base runs
-    that, with the site's vector moved along ``basis`` (rows orthonormal; None: the whole
-    vector) to the source's, behave as the variable predicts.
+@dataclass(frozen=True)
+class Pairs:
+    """Base inputs ``view``, their sources' vectors at the site and what the variable predicts."""
 
-    value: the answer becomes the source's value u'. query: the last layer's final-position
-    attention, argmax over the slots' read positions, moves to the slot whose key is the source's
-    target t' (the match position, the variable the key code feeds; the answer itself is not
-    asked, since cases 1 and 5 of the paper also read the target from the residual stream)."""
+    view: hooks.TaskView
+    name: str  # the site's hook name
+    pos: Tensor  # [batch] read position
+    src: Tensor  # [batch, head_index, d_head] the source's vector there
+    other: Tensor  # [batch] the source's symbol (value u', or target t')
+    expect: Tensor  # [batch] query: the slot holding key t'
+    slots: Tensor  # [n] read position of slot j
+
+
+def pairs(model, variable: str, view: hooks.TaskView, *, seed: int = 0, at: str = "value") -> Pairs:
+    """Each base input of ``view`` with a source: the variable set to another symbol (drawn with
+    ``seed``), and the source's vector at the site, run once."""
     task, n = tasks.get(view.case), view.n
     name = _site(model, variable)
     batch = len(view.target)
@@ -170,37 +178,56 @@ def interchanger(model, variable: str, view: hooks.TaskView, *, seed: int = 0, a
     pos = _read_pos(task, n, view, variable, at)
     with torch.no_grad():
         _, cache = model.run_with_cache(source, names_filter=lambda x: x == name)
-    src = cache[name][torch.arange(batch), pos]  # [batch, head_index, d_head]
-    rows = torch.arange(batch)
-    L = model.cfg.n_layers - 1
-    slots = hooks.slot_positions_at(task.case, n, at)  # [n] read position of slot j
-    expect = (view.keys == other[:, None]).int().argmax(1)  # the slot holding key t'
+    return Pairs(view, name, pos, cache[name][torch.arange(batch), pos],  # [batch, head_index, d_head]
+                 other, (view.keys == other[:, None]).int().argmax(1),
+                 hooks.slot_positions_at(task.case, n, at))
+
+
+def interchanger(model, variable: str, view: hooks.TaskView, *, seed: int = 0, at: str = "value"):
+    """A function ``basis -> IIA`` (the sources drawn and run once, :func:`pairs`): the share of
+    base runs that, with the site's vector moved along ``basis`` (rows orthonormal; None: the
+    whole vector) to the source's, behave as the variable predicts.
+
+    value: the answer becomes the source's value u'. query: the last layer's final-position
+    attention, argmax over the slots' read positions, moves to the slot whose key is the source's
+    target t' (the match position, the variable the key code feeds; the answer itself is not
+    asked, since cases 1 and 5 of the paper also read the target from the residual stream)."""
+    p = pairs(model, variable, view, seed=seed, at=at)
 
     def iia(basis) -> float:
-        seen = {}
-
-        def hook(act, hook):
-            here = act[rows, pos]  # [batch, head_index, d_head]
-            delta = (src - here).flatten(1).double()
-            if basis is not None:
-                delta = (delta @ basis.T) @ basis
-            act = act.clone()
-            act[rows, pos] = here + delta.to(act.dtype).view_as(here)
-            return act
-
-        def keep(act, hook):  # [batch, head_index, query_pos, key_pos]
-            seen["pattern"] = act[:, :, -1].sum(1)
-            return act
-
-        fwd = [(name, hook), (f"blocks.{L}.attn.hook_pattern", keep)]
         with torch.no_grad():
-            logits = model.run_with_hooks(view.tokens, fwd_hooks=fwd)[:, -1]
+            logits, pattern = run_moved(model, p, basis)
         if variable == "value":
-            return float((logits.argmax(-1) == other).float().mean())
-        picked = seen["pattern"][:, slots].argmax(-1)  # the slot attended most
-        return float((picked == expect).float().mean())
+            return float((logits.argmax(-1) == p.other).float().mean())
+        picked = pattern.sum(1)[:, p.slots].argmax(-1)  # the slot attended most
+        return float((picked == p.expect).float().mean())
 
     return iia
+
+
+def run_moved(model, p: Pairs, basis) -> tuple[Tensor, Tensor]:
+    """The base runs of ``p`` with the site's vector moved along ``basis`` ([k, d], rows
+    orthonormal, float64; None: the whole vector) to the source's: the final logits [batch, u]
+    and the last layer's final-position attention [batch, head_index, key_pos]. Differentiable
+    in ``basis`` (:mod:`interp.inspect.das` learns it)."""
+    rows, L, seen = torch.arange(len(p.pos)), model.cfg.n_layers - 1, {}
+
+    def hook(act, hook):
+        here = act[rows, p.pos]  # [batch, head_index, d_head]
+        delta = (p.src - here).flatten(1).double()
+        if basis is not None:
+            delta = (delta @ basis.T) @ basis
+        act = act.clone()
+        act[rows, p.pos] = here + delta.to(act.dtype).view_as(here)
+        return act
+
+    def keep(act, hook):  # [batch, head_index, query_pos, key_pos]
+        seen["pattern"] = act[:, :, -1]
+        return act
+
+    fwd = [(p.name, hook), (f"blocks.{L}.attn.hook_pattern", keep)]
+    logits = model.run_with_hooks(p.view.tokens, fwd_hooks=fwd)[:, -1]
+    return logits, seen["pattern"]
 
 
 def plane_geometry(M: Float[Tensor, "u d"]) -> tuple[float, float, float]:
@@ -276,7 +303,8 @@ def measure_code(model, variable: str = "value", *, case: int | None = None, n: 
     top2, rcv, gap = plane_geometry(M) if n >= 3 and total > 0 else (math.nan,) * 3
     return CodeMeasure(variable=variable, n=n, iia=tuple(sorted(tried.items())), iia_full=full,
                        spectrum=tuple(float(x) / total for x in s2) if total > 0 else (),
-                       top2=top2, rcv=rcv, gap=gap, cos_mean=_mean_abs_cos(M), iia_min=iia_min)
+                       top2=top2, rcv=rcv, gap=gap, cos_mean=_mean_abs_cos(M), iia_min=iia_min,
+                       axes=Vh[:rank])
 
 
 @tasks.reads_task

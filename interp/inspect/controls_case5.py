@@ -94,10 +94,8 @@ def _load(n: int, dtype, E, pos, layers, W_U):
     ``(W_Q, b_Q, W_K, W_V, W_O)`` (float64 [d, h], [h], [d, h], [d, h], [h, d]); other biases 0."""
     d, h = layers[0][0].shape
     model = models.new_model(models.make_config(5, n, d, 2, d_head=h, dtype=dtype), 5)
+    constructions._zero_biases(model)
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.split(".")[-1].startswith("b_"):
-                p.zero_()
         model.embed.W_E.copy_(E.to(dtype))
         model.pos_embed.W_pos.copy_(pos.to(dtype))
         for block, (W_Q, b_Q, W_K, W_V, W_O) in zip(model.blocks, layers, strict=True):

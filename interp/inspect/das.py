@@ -36,60 +36,24 @@ from torch import Tensor
 
 from interp.inspect import codes, hooks
 
-
-@dataclass(frozen=True)
-class Pairs:
-    """Base inputs, their sources' vectors at the site and what the variable predicts."""
-
-    view: hooks.TaskView
-    name: str  # the site's hook name
-    pos: Tensor  # [batch] read position
-    src: Tensor  # [batch, head_index, d_head] the source's vector there
-    other: Tensor  # [batch] the source's symbol (value u', or target t')
-    expect: Tensor  # [batch] query: the slot holding key t'
-    slots: Tensor  # [n] read position of slot j
+Pairs = codes.Pairs
 
 
 def pairs(model, variable: str, *, batch_size: int = 512, seed: int = 0, at: str = "value") -> Pairs:
-    """One sample of base/source pairs for ``variable`` (as :func:`codes.interchanger` draws)."""
+    """One sample of base/source pairs for ``variable`` (:func:`codes.pairs` on inputs drawn
+    with ``seed``)."""
     task, n = hooks.check_model(model)
-    name = codes._site(model, variable)
     view = hooks.read(task.case, n, hooks.sample_inputs(task.case, n, max(batch_size, n), seed=seed))
-    batch = len(view.target)
-    g = torch.Generator().manual_seed(seed)
-    own = view.target if variable == "query" else view.answer
-    other = (own + torch.randint(1, n, (batch,), generator=g)) % n
-    source = codes._with_symbol(task, n, view, variable, other)
-    pos = codes._read_pos(task, n, view, variable, at)
-    with torch.no_grad():
-        _, cache = model.run_with_cache(source, names_filter=lambda x: x == name)
-    src = cache[name][torch.arange(batch), pos].detach()
-    expect = (view.keys == other[:, None]).int().argmax(1)
-    return Pairs(view, name, pos, src, other, expect, hooks.slot_positions_at(task.case, n, at))
+    return codes.pairs(model, variable, view, seed=seed, at=at)
 
 
 def _run(model, variable: str, p: Pairs, basis: Float[Tensor, "k d"]) -> Tensor:
     """Per base input, the score of the predicted behaviour (log-probability), differentiable
-    in ``basis``."""
-    rows, L, seen = torch.arange(len(p.pos)), model.cfg.n_layers - 1, {}
-
-    def hook(act, hook):
-        here = act[rows, p.pos]
-        delta = (p.src - here).flatten(1).to(basis.dtype)
-        moved = here + ((delta @ basis.T) @ basis).to(act.dtype).view_as(here)
-        act = act.clone()
-        act[rows, p.pos] = moved
-        return act
-
-    def keep(act, hook):
-        seen["pattern"] = act[:, :, -1].mean(1)  # [batch, key_pos], mean over heads
-        return act
-
-    logits = model.run_with_hooks(p.view.tokens, fwd_hooks=[
-        (p.name, hook), (f"blocks.{L}.attn.hook_pattern", keep)])[:, -1]
+    in ``basis`` (:func:`codes.run_moved`)."""
+    logits, pattern = codes.run_moved(model, p, basis)
     if variable == "value":
         return logits.double().log_softmax(-1), p.other
-    att = seen["pattern"][:, p.slots].double()
+    att = pattern.mean(1)[:, p.slots].double()  # mean over heads
     return att.clamp_min(1e-300).log(), p.expect
 
 
@@ -135,11 +99,10 @@ def learned_dim(model, variable: str = "value", *, at: str = "value", batch_size
                 seed: int = 0, steps: int = 300, max_k: int = 3, iia_min: float | None = None) -> LearnedDim:
     """The least k <= min(max_k, principal-axes dimension - 1) whose learned basis reaches
     ``iia_min`` on held-out pairs; the principal-axes dimension when none does (module docstring)."""
+    from interp.core import attention
     from interp.inspect.calibration import THRESHOLDS
 
-    from interp.core import attention
-
-    task, n = hooks.check_model(model)
+    hooks.check_model(model)
     hard = [m for m in attention.modes(model) if m.mode != "softmax"]
     if hard:
         raise ValueError(f"model has attention modes {[m.mode for m in hard]}; accepted: softmax "
@@ -147,9 +110,7 @@ def learned_dim(model, variable: str = "value", *, at: str = "value", batch_size
     iia_min = THRESHOLDS["iia_min"] if iia_min is None else iia_min
     axes = codes.measure_code(model, variable, batch_size=batch_size, seed=seed,
                               at=at, iia_min=iia_min)
-    view = hooks.read(task.case, n, hooks.sample_inputs(task.case, n, max(batch_size, n), seed=seed))
-    M = codes.code_table(model, variable, view, at=at)
-    Vh = torch.linalg.svd(M, full_matrices=False)[2]
+    Vh = axes.axes  # the code table's principal axes: where each learned basis starts
     train = pairs(model, variable, batch_size=batch_size, seed=seed + 2, at=at)
     test = pairs(model, variable, batch_size=batch_size, seed=seed + 3, at=at)
     top = axes.dim if axes.dim is not None else Vh.shape[0]
