@@ -29,11 +29,13 @@ PER_CELL, DRAW_SEED, NS, CODES = 8, 42, (5, 10, 20), ("low-dim", "codebook")
 
 
 def controls():
-    """(kind, name, model, at): PREDICTIONS-das.md's calibration models."""
+    """(kind, name, model, at): PREDICTIONS-das.md's calibration models at n 5 and 10, and the
+    same at n 20, the sample's third size (added after the first run: the detector is calibrated
+    at every n it is used at; none of these choices decide anything about the sample)."""
     from interp.core import constructions
     from interp.inspect import controls as c
 
-    for n in (5, 10):
+    for n in (5, 10, 20):
         for case in (2, 3):
             base = constructions.build(case, n, attention="softmax", beta=100.0)
             yield "circle", f"case {case} construction n {n}, d_token 16", c.widen(base, 16, seed=case), "value"
@@ -83,7 +85,7 @@ def measure_all() -> None:
     from interp.inspect import das
     from interp.training.machine import one_thread
 
-    done = {json.loads(line)["name"] for line in ROWS.read_text().splitlines()} if ROWS.exists() else set()
+    done = {r["name"] for r in read_rows()}  # a line cut by a killed run is measured again
     start = time.time(), time.process_time()
     print(f"load at start {os.getloadavg()[0]:.2f}; {len(done)} rows already measured", flush=True)
     with one_thread(), ROWS.open("a") as out:
@@ -110,13 +112,26 @@ def _interval(k: int, n: int) -> str:
     return f"{lo:.2f}-{hi:.2f}"
 
 
+def read_rows() -> list[dict]:
+    """The measured rows; a line that does not parse (cut by a killed run) is left out."""
+    rows = []
+    for line in ROWS.read_text().splitlines() if ROWS.exists() else []:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
 def report() -> None:
-    rows = [json.loads(line) for line in ROWS.read_text().splitlines()]
+    rows = read_rows()
     lines = ["# Learned-rotation DAS against the principal-axes dimension (issue 42)", "",
              "Written by `.venv/bin/python experiments/calibration/das_check.py` (predictions and "
              "rule: `PREDICTIONS-das.md`, committed first). Per row: the principal-axes dimension "
              "(`codes.measure_code`), the learned search's dimension (`das.learned_dim`, k <= 3) "
-             "and the held-out IIA of each k tried.", "",
+             "and the held-out IIA of each k tried. CPU s: per model, on cores shared with other "
+             "jobs (not a benchmark). The controls at n = 20 were added after the first run, to "
+             "calibrate the search at every n the sample uses.", "",
              "| kind | n | seed or model | axes dim | learned dim | IIA by k | CPU s |", "|---|--:|---|--:|--:|---|--:|"]
     for r in rows:
         iia = ", ".join(f"{k}: {a:.2f}" for k, a in r["iia"]) or "-"
@@ -124,9 +139,11 @@ def report() -> None:
     lines += ["", "## Calibration", ""]
     circle = [r for r in rows if r["kind"] == "circle"]
     onehot = [r for r in rows if r["kind"] == "one-hot"]
-    lines.append(f"- circle controls with learned dimension 2: {sum(r['dim'] == 2 for r in circle)} of {len(circle)}")
-    lines.append(f"- one-hot nulls with a learned subspace of dimension <= 3: "
-                 f"{sum(r['dim'] is not None and r['dim'] <= 3 for r in onehot)} of {len(onehot)}")
+    for n in sorted({r["n"] for r in circle + onehot}):
+        c, o = [r for r in circle if r["n"] == n], [r for r in onehot if r["n"] == n]
+        lines.append(f"- n = {n}: circle controls with learned dimension 2: {sum(r['dim'] == 2 for r in c)} "
+                     f"of {len(c)}; one-hot nulls with a learned subspace of dimension <= 3: "
+                     f"{sum(r['dim'] is not None and r['dim'] <= 3 for r in o)} of {len(o)}")
     lines += ["", "## Predictions", "", "| prediction | seeds | agree | share | 95% interval | verdict |",
               "|---|--:|--:|--:|---|---|"]
     for key, code, limit in (("D1", "low-dim", 2), ("D2", "codebook", 3)):
