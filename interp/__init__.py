@@ -47,7 +47,7 @@ _EXPORTS = {
     "RunResult": "interp.training.runs",
     "TrainConfig": "interp.training.runs",
     "read_runs": "interp.sweeps.frame",
-    "timeline": "interp.inspect.timelines",
+    "timeline": "interp.inspect.studies.timelines",
     # the trainer's functions, with progress=True meaning the package's tqdm bar (which only
     # interp.cli may show): interp.cli.bars
     "train": "interp.cli.bars",

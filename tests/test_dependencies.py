@@ -105,7 +105,7 @@ def test_torch_numpy_and_circuitsvis_say_the_truth():
     assert floor(declared["torch"]) >= Version("2.6")  # transformer-lens 3.9's own floor
     assert "numpy" in declared
     assert any(s.operator in ("<", "<=", "~=", "==") for s in declared["circuitsvis"].specifier)
-    import circuitsvis  # the file interp.inspect.viz inlines, which the bound protects
+    import circuitsvis  # the file interp.inspect.tools.viz inlines, which the bound protects
 
     assert (Path(circuitsvis.__file__).parent / "dist" / "cdn" / "iife.js").is_file()
 

@@ -21,6 +21,9 @@ PACKAGE = ROOT / "interp"
 #: the stages, lowest first: a module may import from the stages before its own (and from its
 #: own stage); inspect and theory are siblings (neither imports the other)
 RANK = {"core": 1, "training": 2, "sweeps": 3, "inspect": 4, "theory": 4, "cli": 5}
+#: inspect's rooms (issue 50), lowest first: a room imports only from rooms before it and from
+#: the modules at inspect's top (its vocabulary), which import no room
+ROOMS = {"tools": 1, "mechanism": 2, "studies": 3}
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
 #: no README exemption lifts a module or function past these (issue 25)
 CEILING_MODULE_LINES, CEILING_FUNCTION_LINES = 500, 100
@@ -98,6 +101,28 @@ def wrong_directions(root: Path = ROOT) -> list[str]:
             if here is None or there is None or there == here:
                 continue  # interp/__init__ and interp/__main__ may name anything; same stage is fine
             if RANK[there] >= RANK[here]:
+                wrong.append(f"{module} -> {dep}")
+    return sorted(wrong)
+
+
+def _room(module: str) -> int | None:
+    """The rank of an inspect module's room (0: a module at inspect's top); None outside inspect
+    and for inspect's ``__init__`` (the table of old paths, like ``interp/__init__``)."""
+    parts = module.split(".")
+    if parts[:2] != ["interp", "inspect"] or len(parts) < 3:
+        return None
+    return ROOMS.get(parts[2], 0 if len(parts) == 3 else None)
+
+
+def wrong_rooms(root: Path = ROOT) -> list[str]:
+    """Imports inside ``interp.inspect`` that point up a room (tools -> mechanism, ...) or from
+    inspect's top-level modules into a room."""
+    wrong = []
+    for module, deps in _imports(root).items():
+        here = _room(module)
+        for dep in deps:
+            there = _room(dep)
+            if here is not None and there is not None and there > here:
                 wrong.append(f"{module} -> {dep}")
     return sorted(wrong)
 
@@ -195,6 +220,10 @@ def test_imports_point_down_only():
     assert not wrong_directions()
 
 
+def test_inspect_rooms_import_down_only():
+    assert not wrong_rooms()
+
+
 def test_no_import_circles():
     assert not circles()
 
@@ -224,6 +253,15 @@ def test_the_package_docstring_names_every_sub_package():
         modules = sorted(p.stem for p in (PACKAGE / stage).glob("*.py") if p.stem != "__init__")
         missing = [m for m in modules if f"interp.{stage}.{m}" not in (sub.__doc__ or "")]
         assert not missing, f"interp/{stage}/__init__.py does not name {missing}"
+    rooms = sorted(p.name for p in (PACKAGE / "inspect").iterdir() if (p / "__init__.py").exists())
+    assert rooms == sorted(ROOMS)
+    inspect = __import__("interp.inspect", fromlist=["_"])
+    for room in rooms:
+        assert f":mod:`interp.inspect.{room}`" in inspect.__doc__, room
+        sub = __import__(f"interp.inspect.{room}", fromlist=["_"])
+        modules = sorted(p.stem for p in (PACKAGE / "inspect" / room).glob("*.py") if p.stem != "__init__")
+        missing = [m for m in modules if f"interp.inspect.{room}.{m}" not in (sub.__doc__ or "")]
+        assert not missing, f"interp/inspect/{room}/__init__.py does not name {missing}"
 
 
 # ------------------------------------------------------------------ the checks catch each gap
@@ -255,6 +293,23 @@ def _package(tmp_path: Path, files: dict[str, str]) -> Path:
 def test_the_checks_catch_every_import_form(tmp_path, source):
     root = _package(tmp_path, {"interp/core/bad.py": source})
     assert [w for w in wrong_directions(root) if w.startswith("interp.core.bad")], source
+
+
+@pytest.mark.parametrize("source", [
+    "from interp.inspect.mechanism import base\n",
+    "from ..mechanism.base import X\n",
+    "def f():\n    from interp.inspect.studies import base\n",
+])
+def test_the_room_check_catches_an_import_up_a_room(tmp_path, source):
+    rooms = {f"interp/inspect/{r}/{f}": "X = 1\n" for r in ROOMS for f in ("__init__.py", "base.py")}
+    for r in ROOMS:
+        (tmp_path / "interp" / "inspect" / r).mkdir(parents=True)
+    root = _package(tmp_path, {**rooms, "interp/inspect/tools/bad.py": source,
+                               "interp/inspect/words.py": "from interp.inspect.tools import base\n"})
+    wrong = wrong_rooms(root)
+    assert [w for w in wrong if w.startswith("interp.inspect.tools.bad")], source
+    assert "interp.inspect.words -> interp.inspect.tools.base" in wrong  # the top imports no room
+    assert not [w for w in wrong if w.startswith("interp.inspect.mechanism")]
 
 
 def test_the_checks_catch_a_relative_import_circle(tmp_path):

@@ -4,8 +4,8 @@
 
 For each report (``<name>.csv``, written by ``interp analyze-sweep``) and each group in it: the
 seeds by outcome (success >= 99%, failed near chance, partial), the successful seeds by
-mechanism (``interp.inspect.labels.mechanism``), and how many successful seeds pass the circuit
-circle test (``interp.inspect.geometry``) in QK and in OV; then the totals. Writes ``findings.md``.
+mechanism (``interp.inspect.mechanism.labels.mechanism``), and how many successful seeds pass the circuit
+circle test (``interp.inspect.tools.geometry``) in QK and in OV; then the totals. Writes ``findings.md``.
 """
 
 from __future__ import annotations

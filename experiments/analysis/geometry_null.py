@@ -1,6 +1,6 @@
-"""Null distribution and positive controls of the circuit circle test (`interp.inspect.geometry`).
+"""Null distribution and positive controls of the circuit circle test (`interp.inspect.tools.geometry`).
 
-The thresholds of `interp.inspect.geometry` (TOP2_MIN, RCV_MAX, SPACING_MAX, FIT_MIN) were read
+The thresholds of `interp.inspect.tools.geometry` (TOP2_MIN, RCV_MAX, SPACING_MAX, FIT_MIN) were read
 off this script's output; it checks that each still sits where it should and writes
 `geometry-null.md` and `geometry-null.json` beside itself.
 
@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from interp.core import constructions
-from interp.inspect import circuits, geometry, probes
+from interp.inspect.tools import circuits, geometry, probes
 from interp.training.runs import TrainConfig, init_model
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -210,7 +210,7 @@ def report(rows: list[dict], seconds: float) -> tuple[str, list[dict]]:
     lines = [
         "# Circuit circle test: null distribution and positive controls", "",
         ("Written by `experiments/analysis/geometry_null.py` "
-         f"({seconds:.0f} s on one core); the test is `interp.inspect.geometry.score_circle` on "
+         f"({seconds:.0f} s on one core); the test is `interp.inspect.tools.geometry.score_circle` on "
          "`circuits.qk_matrix` and `circuits.ov_matrix`. See the script's docstring for the groups."), "",
         "## Verdicts", "",
         "| group | circuit | `circle` | old key-vector circle test |", "|---|---|---|---|"]

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from interp.core import tasks
-from interp.inspect import probes
+from interp.inspect.tools import probes
 from interp.training import checkpoints, runs
 from interp.sweeps import store
 

@@ -6,7 +6,7 @@ The analysis cells were retrained from scratch (``interp sweep experiments/table
 ...``, stores under ``experiments/tableN/results/``) in a later session than the one whose
 per-seed accuracies ``experiments/tableN/report.md`` lists (its "Per cell" table). For every
 retrained run this prints both accuracies and whether the seed's outcome (success >= 99%, failed
-near chance, partial: ``interp.inspect.analysis.classify``) is the same. Writes ``retrained.md``.
+near chance, partial: ``interp.inspect.studies.analysis.classify``) is the same. Writes ``retrained.md``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from interp.inspect.analysis import classify
+from interp.inspect.studies.analysis import classify
 from interp.sweeps import store
 
 HERE = Path(__file__).parent

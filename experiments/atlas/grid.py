@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from interp.inspect.atlas_predictions import MLP_READING
+from interp.inspect.studies.atlas_predictions import MLP_READING
 
 HERE = Path(__file__).resolve().parent
 GRIDS = ("core", "full")
@@ -74,10 +74,10 @@ def cells(grid: str, arch: str) -> list[tuple]:
 
 def configs(grid: str, arch: str, reading: str | None = MLP_READING) -> list:
     """The grid's runs of one architecture. ``mlp-4x`` is the chosen reading's MLP model:
-    d_mlp = 4 d_model, placed and with the fields of ``reading`` (``interp.inspect.atlas.NAMED``,
+    d_mlp = 4 d_model, placed and with the fields of ``reading`` (``interp.inspect.studies.atlas.NAMED``,
     as far as they act in the cell), mlp-4x itself when None (PREDICTIONS.md, "Architectures")."""
     from interp import TrainConfig
-    from interp.inspect.atlas import NAMED, acting
+    from interp.inspect.studies.atlas import NAMED, acting
 
     if reading not in PLACEMENT:
         raise ValueError(f"reading={reading!r}; accepted: one of {list(PLACEMENT)}")
@@ -182,7 +182,7 @@ def known_runs() -> dict[tuple, dict]:
     Cell (case, n, d_token, layers, architecture, function) -> {"runs": names, "folders": ...}."""
     import importlib.util
 
-    from interp.inspect.atlas import READING, architecture
+    from interp.inspect.studies.atlas import READING, architecture
 
     core = {c.name(): c for a in ARCHS for c in configs("core", a)}
     out: dict[tuple, dict] = {}

@@ -3,7 +3,7 @@
     .venv/bin/python experiments/atlas/relabel.py     # -> core-atlas/routing.md (no model loaded)
     bash experiments/atlas/relabel.sh                 # retrain, measure both levels -> core-atlas-2level/
 
-The routing (:func:`interp.inspect.levels.routing`, calibrated thresholds) reads only measures
+The routing (:func:`interp.inspect.mechanism.levels.routing`, calibrated thresholds) reads only measures
 that ``core-atlas/atlas.csv`` already holds, so the first command loads no model; predictions
 R1 and R2 of ``PREDICTIONS-two-level.md`` are decided there by its rule.
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from interp.inspect import levels
+from interp.inspect.mechanism import levels
 
 HERE = Path(__file__).resolve().parent
 GROUPS = {  # R2's groups: (case set, layers, architecture, function)

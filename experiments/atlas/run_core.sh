@@ -59,7 +59,7 @@ case "$decision" in
   waiting*|"") echo "== core/mlp-4x not started: issue 28's gate has not decided (${decision:-no Decision line})"; exit 0 ;;
 esac
 replaced=$(sed -n 's/^\([^ ]*\) replaces mlp-4x\.$/\1/p' <<< "$decision")
-reading=$(.venv/bin/python -c "from interp.inspect.atlas_predictions import MLP_READING as r; print(r or '')")
+reading=$(.venv/bin/python -c "from interp.inspect.studies.atlas_predictions import MLP_READING as r; print(r or '')")
 if [ "$reading" != "$replaced" ]; then
   echo "== core/mlp-4x not started: the gate says '$decision' but the atlas's reading is" \
        "'${reading:-mlp-4x}'; make the switch (README, 'If issue 28's screen replaces mlp-4x')" \

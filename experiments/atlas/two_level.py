@@ -89,7 +89,7 @@ def markdown(df, same: int, differ: list) -> str:
         "# The core atlas at both levels (issue 42)", "",
         "Written by `.venv/bin/python experiments/atlas/two_level.py` from `atlas.csv` (written by "
         "`bash experiments/atlas/relabel.sh --finish`: the core grid's cells with a measured seed, "
-        "trained again and measured at both levels). Labels: `interp.inspect.levels`; thresholds: "
+        "trained again and measured at both levels). Labels: `interp.inspect.mechanism.levels`; thresholds: "
         "`experiments/calibration/thresholds.json`.", "",
         f"Retrained runs whose accuracy equals the committed atlas's: {same} of {same + len(differ)}.", "",
         f"Seeds: {len(df)}; successful: {len(ok)}; routed like the construction (lookup): {len(look)}.", "",

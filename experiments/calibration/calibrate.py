@@ -4,13 +4,13 @@
     .venv/bin/python experiments/calibration/calibrate.py --trained STORE  # also the trained nulls
     .venv/bin/python experiments/calibration/calibrate.py --report   # the table from rows.jsonl only
 
-``--trained``: the nulls of :func:`interp.inspect.calibration.trained_nulls` from a store's
+``--trained``: the nulls of :func:`interp.inspect.mechanism.calibration.trained_nulls` from a store's
 checkpoints (the committed rows were measured with the relabeling's store,
 ``experiments/atlas/relabel/results/store.sqlite``, which ``bash experiments/atlas/relabel.sh``
 trains): its runs with their weights permuted, and its case-4 runs read as case 5.
 
-Measuring: every model of :func:`interp.inspect.calibration.calibration_models` at each n of the
-atlas (3, 5, 10, 20, 50), through :func:`interp.inspect.analysis.measure` (the atlas's own
+Measuring: every model of :func:`interp.inspect.mechanism.calibration.calibration_models` at each n of the
+atlas (3, 5, 10, 20, 50), through :func:`interp.inspect.mechanism.measure.measure` (the atlas's own
 measures, code level included), one JSON row per model appended to ``rows.jsonl``; a rerun
 measures only the models not there yet. Reporting recomputes every label from the stored
 measures under the thresholds, so a threshold can be chosen here without measuring again:
@@ -19,7 +19,7 @@ measures under the thresholds, so a threshold can be chosen here without measuri
   weight-shuffled models) and true-positive rate on its controls, at the chosen thresholds;
   then, per threshold the routing and circle tests use, the values at which FPR <= 1% and
   TPR >= 95% hold on every n, and the one chosen (the middle of that range, rounded);
-* ``thresholds.json``: the chosen thresholds, which ``interp.inspect.calibration.THRESHOLDS``
+* ``thresholds.json``: the chosen thresholds, which ``interp.inspect.mechanism.calibration.THRESHOLDS``
   must equal (a test checks).
 
 The IIA threshold (0.9) is fixed before measuring, not chosen here: the code's dimension is
@@ -45,7 +45,8 @@ FPR_MAX, TPR_MIN = 0.01, 0.95
 def measure_all(rows_path: Path = ROWS, trained=None) -> None:
     import torch
 
-    from interp.inspect import analysis, calibration
+    from interp.inspect.mechanism import calibration
+    from interp.inspect.studies import analysis
     from interp.training.machine import one_thread
 
     done = set()
@@ -94,7 +95,7 @@ def read_rows(rows_path: Path = ROWS) -> list[dict]:
 
 def rates(rows: list[dict], thresholds: dict) -> list[dict]:
     """Per n and label: FPR on nulls, TPR on the controls expected to get it."""
-    from interp.inspect import calibration, labels
+    from interp.inspect.mechanism import calibration, labels
 
     saved = dict(calibration.THRESHOLDS)
     calibration.THRESHOLDS.update(thresholds)
@@ -165,7 +166,7 @@ def _upper(k: int, n: int) -> float:
 
 
 def report(rows_path: Path = ROWS) -> dict:
-    from interp.inspect import calibration
+    from interp.inspect.mechanism import calibration
 
     rows = read_rows(rows_path)
     chosen = dict(calibration.THRESHOLDS)
@@ -183,7 +184,7 @@ def report(rows_path: Path = ROWS) -> dict:
              "is not a circle) or at random angles on the circle (uneven), widened. The nulls of a "
              "label are the untrained and shuffled models plus every control expected to get "
              "another label at that level "
-             "(`interp.inspect.calibration.calibration_models`). Target: FPR <= 1% and TPR >= 95%.",
+             "(`interp.inspect.mechanism.calibration.calibration_models`). Target: FPR <= 1% and TPR >= 95%.",
              "", f"{len(rows)} models measured: " + ", ".join(
                  f"{k} {sum(calibration.kind_of(r) == k for r in rows)}" for k in calibration.EXPECTED), "",
              "## Thresholds", "", "| threshold | values meeting the target at every n | chosen |",
@@ -224,7 +225,7 @@ def main(argv=None) -> int:
                    help="also measure the trained nulls of this store's checkpoints")
     args = p.parse_args(argv)
     if args.trained is not None:
-        from interp.inspect.analysis import find_store
+        from interp.inspect.studies.analysis import find_store
 
         args.trained = find_store(args.trained)  # a bad path is refused before anything is measured
     if not args.report:

@@ -33,7 +33,7 @@ def controls():
     same at n 20, the sample's third size (added after the first run: the detector is calibrated
     at every n it is used at; none of these choices decide anything about the sample)."""
     from interp.core import constructions
-    from interp.inspect import controls as c
+    from interp.inspect.mechanism import controls as c
 
     for n in (5, 10, 20):
         for case in (2, 3):
@@ -82,7 +82,7 @@ def measure_all() -> None:
 
     import torch
 
-    from interp.inspect import das
+    from interp.inspect.mechanism import das
     from interp.training.machine import one_thread
 
     done = {r["name"] for r in read_rows()}  # a line cut by a killed run is measured again

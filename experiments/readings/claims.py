@@ -39,7 +39,7 @@ LOOKING_INSIDE = "docs/looking-inside.md"
 ATLAS, ATLAS_README = EXP / "atlas" / "core-atlas", "experiments/atlas/README.md"  # issue 29's core grid
 BEYOND = "docs/beyond-the-paper.md"
 BUDGET_README, ANALYSIS_README = "experiments/budget/README.md", "experiments/analysis/README.md"
-SUCCESS = 99.0  # a seed "learns" at >= 99% (interp.inspect.analysis's success threshold)
+SUCCESS = 99.0  # a seed "learns" at >= 99% (interp.inspect.studies.analysis's success threshold)
 READINGS = {"attention-only": "0", "mlp-1x": "d_model", "mlp-4x": "4 d_model", "torch-encoder": "2048"}
 ONE_LAYER_CELLS = (("2", "16"), ("5", "32"), ("10", "32"))  # Table 2's one-layer diagnostic cells (n, d_token)
 ANALYSED = ("table1-case2-d4", "table1-case2-d8", "table1-case3-d4", "table1-case3-d8")
@@ -408,8 +408,8 @@ def atlas_claims() -> list[Claim]:
     the seeds run below a theorem's line): seeds and outcomes, the successful seeds' mechanisms
     overall and per case group, layers, architecture and function, the cells where the
     construction is or is not what training finds, the theorems' width lines, and P1-P9."""
-    from interp.inspect.atlas import SUMMARY_LABELS  # the summary table's label columns
-    from interp.inspect.atlas_figures import theory_line  # the lines atlas.md counts against
+    from interp.inspect.studies.atlas import SUMMARY_LABELS  # the summary table's label columns
+    from interp.inspect.studies.atlas_figures import theory_line  # the lines atlas.md counts against
 
     path = ATLAS / "atlas.md"
     text = path.read_text()

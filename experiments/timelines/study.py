@@ -5,7 +5,7 @@
     .venv/bin/python experiments/timelines/study.py                           # -> findings/report.md
 
 Reads ``findings/timeline.csv`` (``interp timeline``: every run's snapshots measured and labelled),
-applies PREDICTIONS.md's definitions (:func:`interp.inspect.timelines.formation`; the early
+applies PREDICTIONS.md's definitions (:func:`interp.inspect.studies.timelines.formation`; the early
 snapshot is the one nearest 10% of the run's last step) and its rule, and writes ``report.md``
 (one table per prediction) and ``typical.png`` (qk_diag against the fraction of training, per
 outcome, discovery cells).
@@ -32,7 +32,7 @@ def cell_sets() -> dict:
 
 
 def per_run(tl) -> pd.DataFrame:
-    from interp.inspect.timelines import formation
+    from interp.inspect.studies.timelines import formation
 
     sets = cell_sets()
     out = []

@@ -3,7 +3,7 @@
 Reads ``DIR/results/store.sqlite`` (or a store file), measures every seed of each bimodal config
 (some seeds >= 99%, some below ``--well-below``, 50%; ``--all`` for every config, ``--where FIELD=VALUE``,
 repeatable, to pick configs)
-with :func:`interp.inspect.analysis.measure`, prints the per-seed table and the written answers, and
+with :func:`interp.inspect.mechanism.measure.measure`, prints the per-seed table and the written answers, and
 with ``--out`` writes ``<out>/<name>.md`` (report), ``.csv`` (per-seed table) and
 ``-violins.png`` (per-seed measures by outcome).
 """
@@ -32,7 +32,7 @@ def run(args) -> int:
 
     from tqdm import tqdm
 
-    from interp.inspect import analysis
+    from interp.inspect.studies import analysis
     from interp.sweeps import driver as sweeps
 
     res = analysis.analyze_sweep(

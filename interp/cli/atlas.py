@@ -2,7 +2,7 @@
 
 Reads a results store (a store file, a sweep folder's ``results/store.sqlite`` or a folder's
 ``store.sqlite``), classifies every seed, measures the successful and partial ones
-(:func:`interp.inspect.analysis.measure`) and labels their mechanism, then writes into ``--out``
+(:func:`interp.inspect.mechanism.measure.measure`) and labels their mechanism, then writes into ``--out``
 (default: the folder given, or the store file's folder):
 
 * ``atlas.csv``: one row per seed: cell, accuracy, steps, outcome, label and the measures;
@@ -12,7 +12,7 @@ Reads a results store (a store file, a sweep folder's ``results/store.sqlite`` o
 * ``atlas-success.png`` and ``atlas-mechanism.png``: the same cells as heatmaps.
 
 A rerun reuses the rows of the ``atlas.csv`` already in ``--out`` that are provably the same run
-measured the same way (:mod:`interp.inspect.atlas_cache`: its checksums, the batch size and
+measured the same way (:mod:`interp.inspect.studies.atlas_cache`: its checksums, the batch size and
 the measures' version, each row's seal) and measures the rest, saying how many (``--remeasure``:
 every run again). A checkpoint that is not its store row's is skipped with a line naming it.
 The files are written as one set, all or none. Prints the predictions' table (``--json``: the
@@ -73,14 +73,14 @@ def run(args) -> int:
     out = Path(args.out) if args.out else default_out(args.store, store)
     cache = None if args.remeasure else out / "atlas.csv"
     if cache is not None:
-        from interp.inspect.atlas import read_cache
+        from interp.inspect.studies.atlas import read_cache
 
         read_cache(cache)  # a file there that is no atlas table: refused before measuring
 
     from tqdm import tqdm
 
-    from interp.inspect import atlas
-    from interp.inspect.atlas import predictions_markdown
+    from interp.inspect.studies import atlas
+    from interp.inspect.studies.atlas import predictions_markdown
 
     df = atlas.build_atlas(store, batch_size=args.batch_size, cache=cache,
                            progress=None if args.json else tqdm)

@@ -3,7 +3,7 @@
 ``RUN_OR_STORE``: a run folder (``interp train``'s, or a sweep's checkpoint folder): its curve
 with the step it stopped marked; or a store (a store file, a sweep folder, an ``interp train``
 folder with ``--where``): one panel per cell, seeds overlaid, stop steps marked
-(:func:`interp.inspect.curves.curves_figure`). Written whole or not at all to ``--out``
+(:func:`interp.inspect.tools.curves.curves_figure`). Written whole or not at all to ``--out``
 (default: ``curves.png`` in the run or sweep folder, or beside the store file).
 """
 
@@ -30,7 +30,7 @@ def default_out(source: Path) -> Path:
 
 
 def run(args) -> int:
-    from interp.inspect import curves
+    from interp.inspect.tools import curves
     from interp.sweeps.driver import parse_where
 
     source = Path(args.source)

@@ -3,7 +3,7 @@
 ``STORE`` is a sweep folder (with ``results/store.sqlite``) or a store file, in any spelling
 (the page is titled after the sweep its runs recorded). Every finished run with a checkpoint
 (``--where FIELD=VALUE``, repeatable, to pick configs) is measured and labelled
-(:func:`interp.inspect.analysis.measure`, ``mechanism``); :func:`interp.inspect.explore.write_explorer`
+(:func:`interp.inspect.mechanism.measure.measure`, ``mechanism``); :func:`interp.inspect.studies.explore.write_explorer`
 writes ``DIR/index.html`` (the sweep's table and violins, groups in numeric order, and per seed,
 about a screen tall, its mechanism verdict, a compact attention view of ``--inputs`` inputs with
 a "show all" button for circuitsvis's full views, QK/OV heatmaps and probes),
@@ -11,7 +11,7 @@ a "show all" button for circuitsvis's full views, QK/OV heatmaps and probes),
 ``DIR/index.html#seed=<run name>`` in a browser (an unknown seed is said so on the page);
 nothing is loaded from the network. When the sweep has a mechanism atlas (``interp atlas``'s
 ``atlas.csv``: ``--atlas PATH``, or one in or beside ``DIR``, in the sweep folder or beside the
-store), the page also shows it as clickable grids (:mod:`interp.inspect.explore_atlas`): a cell
+store), the page also shows it as clickable grids (:mod:`interp.inspect.studies.explore_atlas`): a cell
 lists its seeds, each linked to its view.
 """
 
@@ -37,7 +37,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from interp.inspect import explore
+    from interp.inspect.studies import explore
     from interp.sweeps import driver as sweeps
 
     index = explore.write_explorer(args.store, args.out, where=sweeps.parse_where(args.where),

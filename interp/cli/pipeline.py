@@ -10,14 +10,14 @@ With no flags it runs a quick but real pipeline (a few minutes on 2 cores), writ
 3. ``report``: the demo's table and violins (:mod:`interp.sweeps.report`) -> ``results/report.md``,
    ``results/violins.png``;
 4. ``analyze``: for each sweep, whether the successful seeds recover the construction
-   (:func:`interp.inspect.analysis.pipeline_step`) -> ``results/analysis.md`` (+ ``.csv``,
+   (:func:`interp.inspect.studies.analysis.pipeline_step`) -> ``results/analysis.md`` (+ ``.csv``,
    ``-violins.png``) and ``results/attention.html``: the best successful seed of each mechanism
    (construction-like, inverted, mirror), side by side and labelled;
 5. ``atlas``: the small atlas sweep ``experiments/atlas/demo`` (2 cases x n in {3, 5} x d_token in
    {4, 8}, 3 seeds) trained into ``results/atlas/store.sqlite``, its mechanism atlas
-   (:func:`interp.inspect.atlas.write_atlas`: ``atlas.csv``, ``atlas.md``, the phase diagrams) and
+   (:func:`interp.inspect.studies.atlas.write_atlas`: ``atlas.csv``, ``atlas.md``, the phase diagrams) and
    its explorer page with the atlas view -> ``results/atlas/explore/index.html``;
-6. ``explore``: the sweep explorer (:mod:`interp.inspect.explore`) -> ``results/explore/index.html``:
+6. ``explore``: the sweep explorer (:mod:`interp.inspect.studies.explore`) -> ``results/explore/index.html``:
    every seed's mechanism, attention on several inputs, circuits and probes, offline.
 
 ``--full`` verifies with the full plan (n up to 1000) and trains and reports the paper's
@@ -150,7 +150,7 @@ def train_step(ctx: Context) -> dict:
 
 def report_step(ctx: Context) -> dict:
     """Render each sweep's table (Markdown), violins and loss curves (PNG)."""
-    from interp.inspect.curves import report_curves
+    from interp.inspect.tools.curves import report_curves
     from interp.sweeps import report, driver as sweeps
 
     out = {}
@@ -163,22 +163,22 @@ def report_step(ctx: Context) -> dict:
 
 
 def analyze_step(ctx: Context) -> dict:
-    """Bimodal seeds and attention of the trained checkpoints (:mod:`interp.inspect.analysis`)."""
-    from interp.inspect import analysis
+    """Bimodal seeds and attention of the trained checkpoints (:mod:`interp.inspect.studies.analysis`)."""
+    from interp.inspect.studies import analysis
 
     return analysis.pipeline_step(ctx)
 
 
 def atlas_step(ctx: Context) -> dict:
     """Each atlas sweep: trained unless it is one of the context's sweeps (those are trained
-    already), its atlas written beside its report (:func:`interp.inspect.atlas.write_atlas`,
+    already), its atlas written beside its report (:func:`interp.inspect.studies.atlas.write_atlas`,
     reusing the rows of an earlier ``atlas.csv``), and, for a sweep of its own, its explorer
     page with the atlas view (the explore step writes the other sweeps' pages, which find it)."""
     from functools import partial
 
     from tqdm import tqdm
 
-    from interp.inspect import atlas, explore
+    from interp.inspect.studies import atlas, explore
 
     out = {}
     for job in ctx.atlas:
@@ -200,8 +200,8 @@ def atlas_step(ctx: Context) -> dict:
 
 
 def explore_step(ctx: Context) -> dict:
-    """The sweep explorer of each sweep (:func:`interp.inspect.explore.write_explorer`)."""
-    from interp.inspect import explore
+    """The sweep explorer of each sweep (:func:`interp.inspect.studies.explore.write_explorer`)."""
+    from interp.inspect.studies import explore
 
     out = {}
     for job in ctx.sweeps:
@@ -214,8 +214,8 @@ def explore_step(ctx: Context) -> dict:
 def timeline_step(ctx: Context) -> dict:
     """One timeline (issue 46): the first sweep's most accurate run trained again with
     snapshots (bit for bit the stored one) and every snapshot labelled
-    (:func:`interp.inspect.timeline_report.write_timeline`), into ``<its report>/timeline``."""
-    from interp.inspect.timeline_report import write_timeline
+    (:func:`interp.inspect.studies.timeline_report.write_timeline`), into ``<its report>/timeline``."""
+    from interp.inspect.studies.timeline_report import write_timeline
     from interp.sweeps import store
 
     for job in ctx.sweeps:

@@ -1,4 +1,4 @@
-"""``interp probe``: every measure of :mod:`interp.inspect.analysis` for one model, as a table or JSON.
+"""``interp probe``: every measure of :mod:`interp.inspect.studies.analysis` for one model, as a table or JSON.
 
 The model is a checkpoint folder (``model.safetensors`` + ``config.json``; its case and n come
 with it, ``--case``/``--n`` are checked against them, and give the case of an old checkpoint
@@ -6,7 +6,7 @@ that stores none) or the paper's construction (``--construction CASE --n N``; a 
 other than CASE is refused). The table lists the attention summary per layer, the cos/sin
 probes of the embedding tables and of ``--hook`` (default: the last layer's ``hook_resid_post``
 at the final position, labelled f(i*)), and the circuit, circle and patching measures.
-``--das`` adds the codes' dimensions found by a learned rotation (:mod:`interp.inspect.das`;
+``--das`` adds the codes' dimensions found by a learned rotation (:mod:`interp.inspect.mechanism.das`;
 the measures' ``value_dim``/``query_dim`` are the principal-axes upper bound), softmax models only.
 """
 
@@ -98,7 +98,9 @@ def model_from_args(args):
 def collect(model, *, hook: str | None, batch_size: int, seed: int) -> dict:
     """Everything ``interp probe`` prints for a model (its task read from it), as plain JSON-able data."""
     from interp.core import tasks
-    from interp.inspect import analysis, hooks, labels, probes
+    from interp.inspect.mechanism import labels
+    from interp.inspect.studies import analysis
+    from interp.inspect.tools import hooks, probes
 
     task, n = tasks.of(model)
     tokens = hooks.sample_inputs(task.case, n, max(batch_size, n), seed=seed)
@@ -116,7 +118,7 @@ def collect(model, *, hook: str | None, batch_size: int, seed: int) -> dict:
 
 
 def _fmt(v, key: str = "") -> str:
-    from interp.inspect import labels
+    from interp.inspect.mechanism import labels
 
     if isinstance(v, float) and (key == "r2" or key.startswith("r2_")):
         return labels.r2_text(v)  # at the floor: "<= -1 (floored)", not a plain -1
@@ -128,7 +130,7 @@ def _fmt(v, key: str = "") -> str:
 def format_tables(label: str, data: dict) -> str:
     import pandas as pd
 
-    from interp.inspect import labels
+    from interp.inspect.mechanism import labels
 
     das = "".join(f"; {v} learned dimension {d['dim']} (axes {d['axes_dim']})"
                   for v, d in data.get("das", {}).items())
@@ -150,8 +152,8 @@ def format_tables(label: str, data: dict) -> str:
 
 
 def learned_dims(model, at: str, *, batch_size: int, seed: int) -> dict:
-    """``{variable: {axes_dim, dim, iia}}``: :func:`interp.inspect.das.learned_dim` of both codes."""
-    from interp.inspect import das
+    """``{variable: {axes_dim, dim, iia}}``: :func:`interp.inspect.mechanism.das.learned_dim` of both codes."""
+    from interp.inspect.mechanism import das
 
     out = {}
     for variable in ("value", "query"):

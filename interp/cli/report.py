@@ -1,10 +1,10 @@
 """interp report: a sweep's table beside the paper's, per-seed lines, violins, and the loss
-curves per cell (drawn by :func:`interp.inspect.curves.report_curves`, linked by the report)."""
+curves per cell (drawn by :func:`interp.inspect.tools.curves.report_curves`, linked by the report)."""
 
 from __future__ import annotations
 
 from interp.cli.sweep import add_load_timeout
-from interp.inspect.curves import report_curves
+from interp.inspect.tools.curves import report_curves
 from interp.sweeps.report import cells, paper_table, runs, write
 from interp.sweeps.driver import load
 

@@ -2,13 +2,13 @@
 
 ``RUN_OR_STORE``: a run folder (``interp train``'s, or a sweep's checkpoint folder) or a store
 (a store file, a sweep folder). Every snapshot of each run is measured and labelled
-(:func:`interp.inspect.timelines.timeline`); a run without snapshots is trained again with them
+(:func:`interp.inspect.studies.timelines.timeline`); a run without snapshots is trained again with them
 first (on the CPU, checked bit for bit against its checkpoint, and saved beside it in
 ``timeline/``). Writes, whole or not at all, into ``--out`` (default: the run folder, or the
 folder the store's sweep lives in): ``timeline.csv`` (one row per run and snapshot),
 ``timeline.md`` (per run: when the routing forms, when the code settles, the plateau exit, the
 outcome) and ``timeline-<run>-seed<S>.png`` per run
-(:mod:`interp.inspect.timeline_report`).
+(:mod:`interp.inspect.studies.timeline_report`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def default_out(source: Path) -> Path:
 
 
 def run(args) -> int:
-    from interp.inspect.timeline_report import write_timeline
+    from interp.inspect.studies.timeline_report import write_timeline
 
     source = Path(args.source)
     if not source.exists():

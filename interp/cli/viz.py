@@ -23,7 +23,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from interp.core import tasks
-    from interp.inspect import hooks, viz
+    from interp.inspect.tools import hooks, viz
 
     viz.check_inputs(args.inputs)  # before any work
     model, label = model_from_args(args)

@@ -2,7 +2,7 @@
 
 Kept in :mod:`interp.core` (no torch, no TransformerLens) so that both the theory package
 (:mod:`interp.theory.precision`, :mod:`interp.theory.lower_bounds`, which test them on models) and
-the inspect package (:mod:`interp.inspect.atlas`, which draws them on the atlas) read the same
+the inspect package (:mod:`interp.inspect.studies.atlas`, which draws them on the atlas) read the same
 definition. ``h`` heads per layer, ``d`` the embedding dimension d_model, ``p`` bits of precision.
 """
 

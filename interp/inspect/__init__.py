@@ -1,46 +1,83 @@
-"""Seeing inside a model: hooks, probes, circuits, patching, analyses and views.
+"""Seeing inside a model, in three rooms, one per question a reader brings:
+
+* :mod:`interp.inspect.tools` - *what does this model do?* TransformerLens-level tools on one
+  model: attention patterns, cos/sin probes, QK/OV circuits, patching and attribution, views.
+* :mod:`interp.inspect.mechanism` - *which mechanism is it?* The two labels per model (routing and
+  code), the measures they read (:func:`~interp.inspect.mechanism.measure.measure`), the models
+  of known mechanism they were calibrated on, and the calibration.
+* :mod:`interp.inspect.studies` - *what do many runs do?* The mechanism atlas, timelines through
+  training, the sweep explorer and a sweep's per-seed analysis.
+
+Imports point one way: ``studies`` may use ``mechanism`` and ``tools``; ``mechanism`` may use
+``tools``; ``tools`` uses neither. :mod:`interp.inspect.vocabulary` holds the words all three
+print (the labels, the measures' axis names), so a view can name a label without the code that
+assigns it.
 
 Every function that takes a model reads its task from it (``model.task``, ``n =
 model.cfg.d_vocab_out``): ``f(model, tokens=None, *, case=None, n=None, ...)``, where ``case=``
 and ``n=`` are optional and checked against the model's.
 
-* :mod:`~interp.inspect.hooks` - attention patterns and where the construction attends.
-* :mod:`~interp.inspect.probes` - cos/sin probes and circle tests of key encodings.
-* :mod:`~interp.inspect.circuits` - QK and OV circuits through the embeddings.
-* :mod:`~interp.inspect.interventions` - one patching engine (a generic patch and its setters),
-  patching of the attended position, ablation, direct logit attribution, logit lens, path
-  patching and attribution patching, returning tensors.
-* :mod:`~interp.inspect.analysis` - per-seed measures of a sweep, mechanism labels, reports.
-* :mod:`~interp.inspect.mlp_measures` - what the MLPs contribute (ablated accuracy) and whether
-  the attention alone picks the matching slot.
-* :mod:`~interp.inspect.levels` - the two labels per model (issue 42): ``routing`` (how the
-  answer flows) and ``code`` (how keys and values are written), and ``mechanism`` from both.
-* :mod:`~interp.inspect.codes` - the code level measured: interchange interventions along the
-  code's principal axes (its dimension) and its whitened-plane circle geometry.
-* :mod:`~interp.inspect.das` - distributed alignment search with a learned rotation: the code's
-  dimension where the principal axes only bound it.
-* :mod:`~interp.inspect.controls` - models of known mechanism: one-hot lookups, inverted ones,
-  recoded values, constructions hidden in wider widths, shuffled weights.
-* :mod:`~interp.inspect.controls_case5` - the two-layer case-5 controls: the construction run
-  backwards (``mirror``) and its routing with one-hot keys and values (re-exported by controls).
-* :mod:`~interp.inspect.calibration` - the labels' thresholds and the nulls and controls they
-  were chosen on (``experiments/calibration``).
-* :mod:`~interp.inspect.labels` - the labels' words re-exported, one-line verdicts, the legend of
-  measures, the written answers of the sweep reports.
-* :mod:`~interp.inspect.viz` - circuitsvis HTML (offline) and matplotlib figures.
-* :mod:`~interp.inspect.geometry` - the circle test of QK/OV read through the scores, calibrated on a null.
-* :mod:`~interp.inspect.notebook` - circuitsvis views in Jupyter, the script once per session,
-  each with a small PNG beside it (what a code host shows).
-* :mod:`~interp.inspect.explore` - the sweep explorer: one offline HTML page of a sweep's seeds.
-* :mod:`~interp.inspect.explore_atlas` - the explorer's atlas view: the atlas as clickable grids.
-* :mod:`~interp.inspect.explore_timeline` - the explorer's timeline view: a seed's labels through
-  training, drawn from ``interp timeline``'s CSV.
-* :mod:`~interp.inspect.curves` - loss curves drawn: one run, or a store's cells as small multiples.
-* :mod:`~interp.inspect.timelines` - mechanism timelines: every snapshot of a run measured and
-  labelled (``interp.timeline``); :mod:`~interp.inspect.timeline_report` - their figures and tables.
-* :mod:`~interp.inspect.atlas` - the mechanism atlas: one row per seed (cell, outcome, measures,
-  label), ``atlas.md``; :mod:`~interp.inspect.atlas_predictions` - its pre-registered
-  predictions computed; :mod:`~interp.inspect.atlas_figures` - its phase diagrams;
-  :mod:`~interp.inspect.atlas_markdown` - ``atlas.md`` written; :mod:`~interp.inspect.atlas_levels`
-  - its two-level section; :mod:`~interp.inspect.atlas_cache` - which cached rows may be reused.
+The flat module paths of earlier releases (``interp.inspect.hooks``, ``from interp.inspect import
+atlas``) still import, with a DeprecationWarning that names the new path; they go in the next
+release.
 """
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import warnings
+
+#: module -> its room; the old flat path ``interp.inspect.<module>`` resolves to the new one
+ROOMS = {
+    **dict.fromkeys(("hooks", "probes", "circuits", "interventions", "geometry", "viz", "notebook",
+                     "curves"), "tools"),
+    **dict.fromkeys(("levels", "codes", "das", "controls", "controls_case5", "calibration",
+                     "mlp_measures", "labels", "measure"), "mechanism"),
+    **dict.fromkeys(("analysis", "atlas", "atlas_cache", "atlas_figures", "atlas_levels",
+                     "atlas_markdown", "atlas_predictions", "timelines", "timeline_report",
+                     "explore", "explore_atlas", "explore_timeline"), "studies"),
+}
+
+
+def new_path(module: str) -> str:
+    """The module's path since the split: ``hooks`` -> ``interp.inspect.tools.hooks``."""
+    return f"{__name__}.{ROOMS[module]}.{module}"
+
+
+def _moved(module: str):
+    new = new_path(module)
+    warnings.warn(f"{__name__}.{module} moved to {new}; the old path goes in the next release",
+                  DeprecationWarning, stacklevel=3)
+    return importlib.import_module(new)
+
+
+class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``import interp.inspect.hooks`` (and ``from interp.inspect.hooks import x``) gives the
+    module at its new path: the same module object, so patches and ``is`` checks agree."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        prefix, _, module = fullname.rpartition(".")
+        if prefix == __name__ and module in ROOMS:
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        module = _moved(spec.name.rpartition(".")[2])
+        self._spec = module.__spec__  # the import system sets the alias's spec on it next
+        return module
+
+    def exec_module(self, module):
+        module.__spec__ = self._spec  # its own spec back: nothing to run, it is imported
+
+
+if not any(isinstance(f, _OldPaths) for f in sys.meta_path):
+    sys.meta_path.append(_OldPaths())
+
+
+def __getattr__(name: str):  # ``from interp.inspect import hooks`` (PEP 562)
+    if name in ROOMS:
+        return _moved(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,10 @@
   loop; :mod:`~interp.sweeps.local_backend` - one local process per group, lost alone if it
   dies; :mod:`~interp.sweeps.ray_backend` - the Ray backend.
 * :mod:`~interp.sweeps.report_table` - a sweep's table beside the paper's, as data;
-  :mod:`~interp.sweeps.report` - that table in Markdown, violins.
+  :mod:`~interp.sweeps.report` - that table in Markdown, violins;
+  :mod:`~interp.sweeps.paper_check` - the paper's max and mean tested against our seeds, cell by
+  cell (predictive check, success counts with exact intervals, Holm); :mod:`~interp.sweeps.report_check`
+  - that test as the report's section, and the escaping of user text in the report.
 
 This package sits above :mod:`interp.training` (what one run is and how it trains) and imports
 from it, never the other way. A sweep folder's ``configs.py`` writes

@@ -7,7 +7,7 @@ the header says how many runs are in. Failed runs (``failed: ...``) are counted 
 name with their reason.
 
 The loss curves per cell (``loss-curves.png``) are drawn by a later stage,
-:func:`interp.inspect.curves.report_curves`, which ``interp report`` hands to :func:`write`
+:func:`interp.inspect.tools.curves.report_curves`, which ``interp report`` hands to :func:`write`
 (``curves=``); this module links the figure it returns (:class:`Curves`) and names the runs
 that stored no curve.
 """
@@ -360,7 +360,7 @@ def write(sweep: Sweep, *, store: str | os.PathLike | None = None,
 
     ``curves``: a function ``curves(sweep, store_path, figure_path) -> Curves`` that draws the
     loss curves per cell into ``out/loss-curves.png`` (``interp report`` passes
-    :func:`interp.inspect.curves.report_curves`, a later stage than this one); the report links
+    :func:`interp.inspect.tools.curves.report_curves`, a later stage than this one); the report links
     the figure and names the runs without a curve. None: no curves.
 
     Each file is replaced whole or left as it was (:mod:`interp.training.files`); the figures

@@ -13,7 +13,8 @@ import pytest
 
 from interp import cli
 from interp.core import constructions, models
-from interp.inspect import analysis, hooks
+from interp.inspect.studies import analysis
+from interp.inspect.tools import hooks
 from interp.sweeps import store
 from interp.training import checkpoints
 from interp.training.trainer import TrainConfig

@@ -6,7 +6,7 @@ import pytest
 
 from interp import cli
 from interp.core import constructions
-from interp.inspect import hooks
+from interp.inspect.tools import hooks
 from interp.training import checkpoints
 from interp.sweeps import store
 from interp.training.trainer import TrainConfig

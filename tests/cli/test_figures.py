@@ -11,7 +11,7 @@ import pytest
 
 from interp import cli
 from interp.core import constructions, models
-from interp.inspect import hooks
+from interp.inspect.tools import hooks
 from interp.sweeps import store
 from interp.training import checkpoints, files
 from interp.training.trainer import TrainConfig
@@ -44,7 +44,8 @@ def sweep_dir(tmp_path_factory):
 @pytest.fixture
 def caught(monkeypatch):
     """(file name, Figure) of every figure saved while the test runs."""
-    from interp.inspect import explore, viz
+    from interp.inspect.studies import explore
+    from interp.inspect.tools import viz
     from interp.sweeps import report
 
     seen = []

@@ -1,5 +1,5 @@
 """The notebooks: committed executed, with small outputs (circuitsvis's 1.3 MB script left out,
-see interp/inspect/notebook.py) and no machine paths; they run end to end (nbclient +
+see interp/inspect/tools/notebook.py) and no machine paths; they run end to end (nbclient +
 ipykernel, INTERP_QUICK=1) and leave nothing behind; and their views render in headless
 Chromium when shown the way a notebook frontend shows outputs."""
 
@@ -94,9 +94,9 @@ def test_notebook_is_committed_executed_with_small_outputs(path):
     check_outputs(nb, path.name)
 
 
-#: a view's picture (interp.inspect.notebook.View.png), in bytes
+#: a view's picture (interp.inspect.tools.notebook.View.png), in bytes
 MAX_PNG = 60_000
-#: the calls that show attention views (interp.inspect.notebook's functions returning a View)
+#: the calls that show attention views (interp.inspect.tools.notebook's functions returning a View)
 VIEW_CALLS = {"attention", "side_by_side"}
 
 
@@ -174,7 +174,7 @@ def test_notebook_03s_committed_models_are_small_checked_and_bimodal():
 
     from interp import sweeps
     from interp.core import tasks
-    from interp.inspect import hooks
+    from interp.inspect.tools import hooks
     from interp.sweeps import store
     from interp.training import checkpoints
 
@@ -281,7 +281,7 @@ def _frontend(outputs, steps: str, tmp_path) -> dict:
 @pytest.fixture(scope="module")
 def outputs():
     from interp.core import constructions
-    from interp.inspect import notebook
+    from interp.inspect.tools import notebook
 
     model = constructions.build(5, 6)
     one = notebook.attention(model, inputs=2, title="case 5", mechanism="construction")
@@ -297,7 +297,7 @@ def test_views_are_small_and_the_script_is_shown_once(outputs):
         assert bundle not in small._repr_html_() and len(small._repr_html_()) < 50_000
         assert not repr(small).startswith("Html(")  # a short text/plain stand-in
     from interp.core import constructions
-    from interp.inspect import notebook
+    from interp.inspect.tools import notebook
 
     inlined = notebook.attention(constructions.build(5, 6), inputs=1, inline=True)
     assert bundle in inlined._repr_html_()  # for frontends that frame every output (Colab)

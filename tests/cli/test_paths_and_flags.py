@@ -17,7 +17,7 @@ import pytest
 
 from interp import cli
 from interp.core import constructions, models
-from interp.inspect import hooks, probes
+from interp.inspect.tools import hooks, probes
 from interp.sweeps import store
 from interp.training import checkpoints
 from interp.training.trainer import TrainConfig

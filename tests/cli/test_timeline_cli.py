@@ -77,7 +77,7 @@ def test_the_explorer_shows_a_runs_timeline_where_one_was_written(run_dir, tmp_p
 def test_the_atlas_gains_per_cell_formation_steps(run_dir, tmp_path):
     """Issue 46: with a timeline beside the store, atlas.md has a per-cell formation table whose
     numbers are the timeline's own (recounted here with formation on the CSV)."""
-    from interp.inspect.timelines import formation
+    from interp.inspect.studies.timelines import formation
 
     assert cli.main(["timeline", str(run_dir), "--keep", "4"]) == 0
     f = formation(pd.read_csv(run_dir / "timeline.csv", dtype={"run": str}))

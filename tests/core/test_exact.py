@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from interp.core import attention, constructions, forward, tasks, verify
-from interp.inspect import hooks
+from interp.inspect.tools import hooks
 from interp.training import fast_train, trainer as training
 
 PLAN_NS = sorted({row["n"] for row in verify.default_plan()})  # 2, 3, 4, 100, 1000

@@ -20,7 +20,8 @@ import pytest
 import torch
 
 import interp
-from interp.inspect import analysis, explore, hooks
+from interp.inspect.studies import analysis, explore
+from interp.inspect.tools import hooks
 from interp.sweeps import driver as sweeps
 from interp.training import checkpoints, fast_data, trainer
 from interp.training.trainer import TrainConfig

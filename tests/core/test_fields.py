@@ -37,7 +37,7 @@ CHECKS = textwrap.dedent('''
     import interp
     from interp.cli import _parser, train as train_cli
     from interp.core import limits, models, tasks
-    from interp.inspect import atlas
+    from interp.inspect.studies import atlas
     from interp.sweeps.configs_file import check_sizes
     from interp.training import checkpoints, fast_train, trainer
     from interp.training.runs import TrainConfig

@@ -259,7 +259,7 @@ def _old_label(case, n, t):
 
 
 def _old_position_labels(case, n, toks):
-    """interp.inspect.viz.token_labels before the Task object."""
+    """interp.inspect.tools.viz.token_labels before the Task object."""
     out = []
     for p, t in enumerate(toks[:-1]):
         out.append(f"f({p})={t}" if case == 1 else f"({t // n},{t % n})" if case in (2, 3)

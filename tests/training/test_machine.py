@@ -41,7 +41,7 @@ def test_one_thread_limits_torch_and_blas_and_restores_both(two_threads):
 def test_the_probes_fit_inside_one_thread(two_threads, monkeypatch):
     from scipy import linalg
 
-    from interp.inspect import probes
+    from interp.inspect.tools import probes
 
     seen, lstsq = [], linalg.lstsq
 

@@ -37,7 +37,7 @@ def test_attention_only_is_the_defaults_with_the_tables_init():
 def test_the_default_reading_is_the_screens_choice_f14():
     """No reading named: f14 (fields.CHOSEN), the fields it sets acting where they can."""
     from interp.core import fields
-    from interp.inspect import atlas
+    from interp.inspect.studies import atlas
 
     assert fields.CHOSEN == "f14" and set(atlas.NAMED) <= set(fields.READINGS)
     two = TrainConfig.paper(5, 10, 8, n_layers=2)

@@ -10,11 +10,11 @@ false-positive rate on nulls and its true-positive rate on positive controls
 threshold                 used by
 ========================  =====================================================================
 qk_diag_min, follow_min   routing ``lookup``: QK rows peaking at the matching key, and patching
-                          the attended slot moving the answer (:func:`interp.inspect.labels.routing`)
+                          the attended slot moving the answer (:func:`interp.inspect.mechanism.labels.routing`)
 anti_min                  routing ``inverted``: QK rows and OV rows with their minimum on the
                           diagonal
 iia_min                   code: the least k whose interchange accuracy reaches it is the code's
-                          dimension (:mod:`interp.inspect.codes`); below it at every k: ``unread``
+                          dimension (:mod:`interp.inspect.mechanism.codes`); below it at every k: ``unread``
 top2_min, rcv_max         code ``circle``: dimension <= 2, top-2 variance share and radius spread
                           in the whitened plane
 gap_min                   a circle is evenly spaced when its smallest gap / even gap reaches it
@@ -77,7 +77,7 @@ def trained_nulls(n: int, store_path):
     presentation"):
 
     * ``trained-shuffled``: every run's checkpoint with each weight tensor's entries permuted
-      (:func:`~interp.inspect.controls.shuffle_weights`): a trained model's weight statistics,
+      (:func:`~interp.inspect.mechanism.controls.shuffle_weights`): a trained model's weight statistics,
       no mechanism;
     * ``other-presentation``: every case-4 run (ordered keys, learned positions) read as a case-5
       model (the same shapes; keys permuted): what it learned is not case 5's lookup unless it
@@ -88,7 +88,7 @@ def trained_nulls(n: int, store_path):
 
     Runs in the store's order; checkpoints are checked against their store rows."""
     from interp.core import tokens
-    from interp.inspect import controls
+    from interp.inspect.mechanism import controls
     from interp.sweeps import store
     from interp.training import checkpoints
 
@@ -106,25 +106,25 @@ def calibration_models(n: int, *, seeds: int = 2, null_seeds: int = 3):
     (:data:`EXPECTED` says what each kind should be labelled).
 
     * ``circle``: the paper's construction of every case 1-5 (hard attention, as built) hidden by
-      :func:`interp.inspect.controls.widen` in d_token 16 and 32, ``seeds`` random maps each;
-    * ``one-hot``: :func:`~interp.inspect.controls.one_hot_lookup`, cases 1-4, widened by 4;
+      :func:`interp.inspect.mechanism.controls.widen` in d_token 16 and 32, ``seeds`` random maps each;
+    * ``one-hot``: :func:`~interp.inspect.mechanism.controls.one_hot_lookup`, cases 1-4, widened by 4;
     * ``inverted``: its inverted mechanism, cases 1-4, widened by 4;
     * case 5's one-hot, inverted and ``mirror`` controls (:func:`_case5_controls`);
     * ``plane``: case 2 and 3 constructions whose values are random points of the plane
-      (:func:`~interp.inspect.controls.recode_values`), widened to d_token 16: a 2-dimensional
+      (:func:`~interp.inspect.mechanism.controls.recode_values`), widened to d_token 16: a 2-dimensional
       code that is not a circle (a near miss for the circle test);
     * ``uneven``: the same with the values at random angles on the circle;
     * ``untrained``: the atlas's shapes untrained (cases 1-4 one layer, case 5 two layers; the
       grid's "pytorch" init and PE; d_token 4 and 16), ``null_seeds`` seeds each;
     * ``shuffled``: every circle and one-hot control above with its weights permuted
-      (:func:`~interp.inspect.controls.shuffle_weights`): their weight statistics, no mechanism.
+      (:func:`~interp.inspect.mechanism.controls.shuffle_weights`): their weight statistics, no mechanism.
     """
     import math
 
     import torch
 
     from interp.core import constructions, models
-    from interp.inspect import controls
+    from interp.inspect.mechanism import controls
 
     pe = {1: "learned", 2: "none", 3: "none", 4: "learned", 5: "learned"}  # the grid's (grid.PE)
     for case in (1, 2, 3, 4, 5):
@@ -164,11 +164,11 @@ def calibration_models(n: int, *, seeds: int = 2, null_seeds: int = 3):
 
 def _case5_controls(n: int, seeds: int):
     """The two-layer controls of :func:`calibration_models`: case 5's one-hot lookup
-    (:func:`~interp.inspect.controls.one_hot_case5`, ``seeds`` maps) and its inverted mechanism
+    (:func:`~interp.inspect.mechanism.controls.one_hot_case5`, ``seeds`` maps) and its inverted mechanism
     (one), widened by 4; ``mirror``: the case-5 construction run backwards
-    (:func:`~interp.inspect.controls.mirror_lookup`: the last layer reads the key position),
+    (:func:`~interp.inspect.mechanism.controls.mirror_lookup`: the last layer reads the key position),
     widened to d_token 16, ``seeds`` maps."""
-    from interp.inspect import controls
+    from interp.inspect.mechanism import controls
 
     for inverted in (False, True):
         base = controls.one_hot_case5(n, inverted=inverted)

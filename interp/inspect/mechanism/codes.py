@@ -1,6 +1,6 @@
 """The code level: how keys and values are written where the answer is read, tested by interchange.
 
-The routing level (:mod:`interp.inspect.labels`, ``routing``) asks where the answer's
+The routing level (:mod:`interp.inspect.mechanism.labels`, ``routing``) asks where the answer's
 information flows: does the final query attend the slot whose key matches and read its value?
 This module asks the second question of issue 42: *in what code* are the value and the target
 key carried there? The paper's constructions write both as points ``cs(k)`` on a circle (two
@@ -30,8 +30,8 @@ context, position and key drop out) gives the code table ``M`` [u, d]; its right
 ordered by singular value are the candidate rotation. Interchanging the projection onto the top k
 of them (base vector + P_k (source - base)) and counting the runs that answer as predicted gives
 the interchange-intervention accuracy ``IIA(k)``; the code's dimension is the least k with
-``IIA(k) >= IIA_MIN`` (:data:`interp.inspect.calibration.THRESHOLDS`). A learned rotation (DAS
-proper, :mod:`interp.inspect.das`) could only find a smaller k: ours is an upper bound on
+``IIA(k) >= IIA_MIN`` (:data:`interp.inspect.mechanism.calibration.THRESHOLDS`). A learned rotation (DAS
+proper, :mod:`interp.inspect.mechanism.das`) could only find a smaller k: ours is an upper bound on
 DAS's, tight when the code's variance lies where it is read (the calibration's controls: the
 circle's 2 and a one-hot table's n - 1 are found exactly), not always on trained seeds (at n = 5
 most "codebook" seeds carry their values in a learned 3-dimensional subspace:
@@ -56,7 +56,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from interp.core import tasks
-from interp.inspect import hooks
+from interp.inspect.tools import hooks
 
 #: the variables and their sites (``L``: the last layer)
 SITES = {"value": "blocks.{L}.attn.hook_v", "query": "blocks.{L}.attn.hook_q"}
@@ -209,7 +209,7 @@ def run_moved(model, p: Pairs, basis) -> tuple[Tensor, Tensor]:
     """The base runs of ``p`` with the site's vector moved along ``basis`` ([k, d], rows
     orthonormal, float64; None: the whole vector) to the source's: the final logits [batch, u]
     and the last layer's final-position attention [batch, head_index, key_pos]. Differentiable
-    in ``basis`` (:mod:`interp.inspect.das` learns it)."""
+    in ``basis`` (:mod:`interp.inspect.mechanism.das` learns it)."""
     rows, L, seen = torch.arange(len(p.pos)), model.cfg.n_layers - 1, {}
 
     def hook(act, hook):
@@ -236,7 +236,7 @@ def plane_geometry(M: Float[Tensor, "u d"]) -> tuple[float, float, float]:
     axes scaled to unit variance, so an ellipse that a linear read-out sees as a circle counts
     as one) the radius std / mean about the fitted circle and the smallest angular gap / even
     gap. Evenly spaced points on any ellipse give rcv 0 and gap 1 (up to rounding)."""
-    from interp.inspect import geometry
+    from interp.inspect.tools import geometry
 
     X = M.detach().double()
     X = X - X.mean(0, keepdim=True)
@@ -271,7 +271,7 @@ def measure_code(model, variable: str = "value", *, case: int | None = None, n: 
     table's rank (or ``max_dim``), then bisected for the least k reaching ``iia_min`` (default:
     the calibrated threshold), taking IIA(k) as rising in k (principal axes are nested);
     ``iia_full`` interchanges the whole vector."""
-    from interp.inspect.calibration import THRESHOLDS
+    from interp.inspect.mechanism.calibration import THRESHOLDS
 
     task, n = hooks.check_model(model, case=case, n=n)
     if variable not in SITES:
@@ -311,7 +311,7 @@ def measure_code(model, variable: str = "value", *, case: int | None = None, n: 
 def summary(model, *, case: int | None = None, n: int | None = None, batch_size: int = 512,
             seed: int = 0, at: str = "value") -> dict:
     """Both variables' codes as flat columns (``value_dim``, ``value_iia2``, ..., ``query_dim``,
-    ...) for :func:`interp.inspect.analysis.measure`, both read where the last layer reads
+    ...) for :func:`interp.inspect.mechanism.measure.measure`, both read where the last layer reads
     (``at``): a model measured at the key position (the mirror) has its query's match asked
     among the key positions."""
     out = {}

@@ -1,6 +1,6 @@
 """Models whose mechanism is known by construction: the positive controls and nulls of the labels.
 
-A label is a detector; it is calibrated (:mod:`interp.inspect.calibration`) on models whose
+A label is a detector; it is calibrated (:mod:`interp.inspect.mechanism.calibration`) on models whose
 answer we know before measuring them:
 
 * :func:`one_hot_lookup`: the construction's routing with a **one-hot** code (cases 1-4, one
@@ -10,14 +10,14 @@ answer we know before measuring them:
   permutation.
 * :func:`widen`: any attention-only model hidden in a wider residual stream by a random map with
   orthonormal rows, then a random basis and scale of the stream and the head
-  (:func:`interp.inspect.geometry.disguise`'s mix): every score and logit unchanged, no
+  (:func:`interp.inspect.tools.geometry.disguise`'s mix): every score and logit unchanged, no
   coordinate of the original left in place.
 * :func:`recode_values`: the construction's routing with the values written as other points
   of the plane (a 2-dimensional code that is not a circle, or an uneven circle).
 * :func:`shuffle_weights`: a null: every weight tensor's entries permuted at random (the trained
   model's weight statistics, no mechanism).
 * :func:`mirror_lookup` and :func:`one_hot_case5` (two layers, case 5; built in
-  :mod:`interp.inspect.controls_case5`, re-exported here): the construction run backwards (the
+  :mod:`interp.inspect.mechanism.controls_case5`, re-exported here): the construction run backwards (the
   last layer reads the key position 2j, routing ``mirror``) and the construction's two-layer
   routing with one-hot keys and values. :data:`ONE_HOT_CASES` stays the one-layer cases (1-4)
   that :func:`one_hot_lookup` builds; case 5 is :func:`one_hot_case5`.
@@ -46,8 +46,8 @@ import math
 import torch
 
 from interp.core import models, tasks
-from interp.inspect import geometry
-from interp.inspect.controls_case5 import mirror_lookup, one_hot_case5  # noqa: F401 - re-exported
+from interp.inspect.tools import geometry
+from interp.inspect.mechanism.controls_case5 import mirror_lookup, one_hot_case5  # noqa: F401 - re-exported
 
 #: the cases :func:`one_hot_lookup` builds (one attention layer reads the matching slot; the
 #: two-layer case 5 is :func:`one_hot_case5`)
@@ -149,7 +149,7 @@ def widen(model, d_token: int, *, seed: int = 0):
     """``model`` (attention-only) hidden in a residual of token width ``d_token`` (module
     docstring): same scores and logits, keys and values relabelled at random, no coordinate left
     in place. ``d_token`` at least the model's own."""
-    from interp.inspect import hooks
+    from interp.inspect.tools import hooks
 
     task, n = hooks.check_model(model)
     if not model.cfg.attn_only:

@@ -18,7 +18,7 @@ hard-attention hooks), attention-only; both are refused outside :data:`N_RANGE`:
   position (it spreads over the other n - 1) and OV writes minus the value, right whenever f is
   a permutation (expected routing ``inverted``).
 
-These are not :func:`interp.inspect.controls.one_hot_lookup`'s cases: its
+These are not :func:`interp.inspect.mechanism.controls.one_hot_lookup`'s cases: its
 ``ONE_HOT_CASES`` (1-4) stay the cases one attention layer reads.
 
 ``beta`` is the least **score margin** in nats, in both layers: every position other than the

@@ -1,11 +1,11 @@
 """Distributed alignment search with a learned rotation: the code's dimension, not its upper bound.
 
-:mod:`interp.inspect.codes` measures a code's dimension by interchanging along the code table's
+:mod:`interp.inspect.mechanism.codes` measures a code's dimension by interchanging along the code table's
 principal axes (closed form): the least k whose interchange carries the variable. A learned
 rotation (DAS proper, Geiger et al. 2023) can only do better: some k-dimensional subspace that
 is not spanned by the top-k principal axes may carry the variable. This module learns one.
 
-For a variable (``value`` or ``query``, the sites of :mod:`~interp.inspect.codes`) and a k, an
+For a variable (``value`` or ``query``, the sites of :mod:`~interp.inspect.mechanism.codes`) and a k, an
 orthonormal basis ``R`` [k, d] of the site's vector space is trained (``torch``'s orthogonal
 parametrization, started at the top-k principal axes, Adam) so that moving the base run's
 vector along ``R`` to the source's makes the model behave as the variable predicts:
@@ -17,12 +17,12 @@ vector along ``R`` to the source's makes the model behave as the variable predic
 Trained on one sample of base/source pairs and scored on another (``seed`` and ``seed + 1``):
 the held-out interchange accuracy ``IIA(k)`` of the learned ``R``. :func:`learned_dim` is the
 least k (searched upward from 1, at most the principal-axes dimension, which is an upper bound)
-whose held-out IIA reaches :data:`interp.inspect.calibration.THRESHOLDS`'s ``iia_min``.
+whose held-out IIA reaches :data:`interp.inspect.mechanism.calibration.THRESHOLDS`'s ``iia_min``.
 
 The model's weights are not changed (their gradients are never asked for); a model with
 hard-attention hooks has no gradient through the scores and is refused.
 
-Axis vocabulary as in :mod:`~interp.inspect.codes`: ``batch`` inputs, ``d`` the flattened
+Axis vocabulary as in :mod:`~interp.inspect.mechanism.codes`: ``batch`` inputs, ``d`` the flattened
 ``head_index * d_head`` of the site.
 """
 
@@ -34,7 +34,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.inspect import codes, hooks
+from interp.inspect.mechanism import codes
+from interp.inspect.tools import hooks
 
 Pairs = codes.Pairs
 
@@ -100,7 +101,7 @@ def learned_dim(model, variable: str = "value", *, at: str = "value", batch_size
     """The least k <= min(max_k, principal-axes dimension - 1) whose learned basis reaches
     ``iia_min`` on held-out pairs; the principal-axes dimension when none does (module docstring)."""
     from interp.core import attention
-    from interp.inspect.calibration import THRESHOLDS
+    from interp.inspect.mechanism.calibration import THRESHOLDS
 
     hooks.check_model(model)
     hard = [m for m in attention.modes(model) if m.mode != "softmax"]

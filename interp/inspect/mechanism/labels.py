@@ -1,11 +1,11 @@
 """Names for what a seed does: its labels, a one-line verdict, and a legend of measures.
 
 The labels themselves (``routing``, ``code``, ``mechanism``: issue 42's two levels) live in
-:mod:`interp.inspect.levels` and are re-exported here.
+:mod:`interp.inspect.mechanism.levels` and are re-exported here.
 
-One place for the words that :mod:`interp.inspect.analysis` (reports), :mod:`interp.inspect.viz`
-(attention pages), :mod:`interp.inspect.explore` (the sweep explorer) and ``interp probe`` print
-about a model. :func:`mechanism` reads the flat dict of :func:`interp.inspect.analysis.measure`;
+One place for the words that :mod:`interp.inspect.studies.analysis` (reports), :mod:`interp.inspect.tools.viz`
+(attention pages), :mod:`interp.inspect.studies.explore` (the sweep explorer) and ``interp probe`` print
+about a model. :func:`mechanism` reads the flat dict of :func:`interp.inspect.mechanism.measure.measure`;
 :func:`verdict` turns it into one sentence; :data:`LEGEND` explains every measure in a line;
 :func:`answer` writes a sweep report's paragraphs about one group of seeds;
 :func:`group_sort_key` / :func:`sort_by_group` order groups (numbers as numbers) wherever they
@@ -15,13 +15,13 @@ are listed; :func:`r2_text` writes an R^2 at the probes' floor as floored.
 from __future__ import annotations
 
 import math
-import numbers
-import re
 
-from interp.inspect.levels import (  # noqa: F401 - the labels' words, re-exported
+from interp.inspect.mechanism.levels import (  # noqa: F401 - the labels' words, re-exported
     CIRCLES, CODES, MECHANISMS, ROUTINGS, _ok, code, labels_of, mechanism, routing)
+from interp.inspect.tools.probes import r2_text  # noqa: F401 - re-exported (labels.r2_text)
+from interp.inspect.vocabulary import AXIS, axis_label, group_sort_key  # noqa: F401 - re-exported
 
-#: one line per measure of :func:`interp.inspect.analysis.measure` (the construction's value)
+#: one line per measure of :func:`interp.inspect.mechanism.measure.measure` (the construction's value)
 LEGEND = {
     "acc": "accuracy on sampled inputs, f a permutation as in training (1)",
     "acc_any": "accuracy when f is any function [n] -> [n]; a lookup keeps it (1)",
@@ -70,7 +70,7 @@ LEGEND = {
 }
 
 
-#: the code level's measures (:mod:`interp.inspect.codes`), for ``value_*`` and ``query_*``
+#: the code level's measures (:mod:`interp.inspect.mechanism.codes`), for ``value_*`` and ``query_*``
 CODE_LEGEND = {
     "dim": "interchange dimension: the least k whose principal-axes interchange carries it (2)",
     "iia1": "interchange accuracy along the code's first principal axis",
@@ -82,25 +82,6 @@ CODE_LEGEND = {
     "gap": "code table, whitened top-2 plane: smallest gap / even gap (1: evenly spaced)",
     "cos": "mean |cos| between distinct centred code vectors (one-hot: 1 / (n - 1))",
 }
-
-
-#: a figure's axis label for a measure: what it is, in a few words (:func:`axis_label`)
-AXIS = {
-    "accuracy": "accuracy (fraction of inputs)",
-    "acc": "accuracy (fraction of inputs)",
-    "acc_any": "accuracy, f any function",
-    "mass": "attention on the construction's position",
-    "hit": "argmax at the construction's position",
-    "qk_diag": "QK rows peaking on the diagonal",
-    "ov_diag": "OV rows peaking on the diagonal",
-    "keys_top2": "key vectors: top-2 variance fraction",
-    "follow": "patched answers that follow",
-}
-
-
-def axis_label(measure: str) -> str:
-    """A short axis label for a measure (:data:`AXIS`), else the measure's name."""
-    return AXIS.get(measure, measure)
 
 
 def describe(measure: str) -> str:
@@ -203,7 +184,7 @@ def _count(d, col) -> int:
 
 
 def _circle_verdict(d) -> str:
-    """The circuit circle test (:mod:`interp.inspect.geometry`) of a set of seeds, in words."""
+    """The circuit circle test (:mod:`interp.inspect.tools.geometry`) of a set of seeds, in words."""
     if "qk_circle" not in d or not d["qk_circle"].notna().any():
         return " Circle test: not applicable at n < 4 (any three points lie on a circle)."
     k, qk, ov = len(d), _count(d, "qk_circle"), _count(d, "ov_circle")
@@ -297,7 +278,7 @@ def _failed_text(bad, r2_cols) -> str:
 
 def answer(sub) -> str:
     """The written answer for one group of seeds (the per-seed table ``sub`` of
-    :func:`interp.inspect.analysis.analyze_sweep`): one paragraph per mechanism found among the
+    :func:`interp.inspect.studies.analysis.analyze_sweep`): one paragraph per mechanism found among the
     successful seeds, then the failed and partial seeds, every claim read off their numbers."""
     ok, bad = sub[sub.outcome == "success"], sub[sub.outcome == "failed"]
     part = sub[sub.outcome == "partial"]
@@ -336,15 +317,6 @@ def _mode(d, col):
 # ----------------------------------------------------------------------------- order and numbers
 
 
-def group_sort_key(label) -> tuple:
-    """The order of group labels (and any label text) everywhere they are listed: the numbers in
-    the text compare as numbers, so ``d_token=8`` comes before ``d_token=16``."""
-    if isinstance(label, numbers.Real) and not isinstance(label, bool):
-        return ("", float(label))  # a number itself (1e-05 is no text to split)
-    parts = re.split(r"(\d+(?:\.\d+)?)", str(label))
-    return tuple(float(p) if i % 2 else p for i, p in enumerate(parts))
-
-
 def sort_by_group(df):
     """``df`` (a column ``group``, and ``seed`` if present) with its rows in
     :func:`group_sort_key` order of the group, then by seed; the index renumbered."""
@@ -353,15 +325,3 @@ def sort_by_group(df):
     seeds = list(df["seed"].astype(float)) if "seed" in df else [0.0] * len(df)
     order = sorted(range(len(df)), key=lambda i: (group_sort_key(df["group"].iloc[i]), seeds[i]))
     return df.iloc[order].reset_index(drop=True)
-
-
-def r2_text(value, fmt: str = ".4f") -> str:
-    """An R^2 as text: a value at the probes' floor (:data:`interp.inspect.probes.R2_FLOOR`, -1)
-    reads ``<= -1 (floored)``, since the true held-out R^2 may be far below it."""
-    from interp.inspect.probes import R2_FLOOR
-
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if float(value) <= R2_FLOOR:
-        return f"<= {R2_FLOOR:g} (floored)"
-    return format(float(value), fmt)

@@ -4,71 +4,18 @@
 construction's ``lookup``, ``mirror``, ``inverted``, ``mlp-lookup``, ``other``, ``none``);
 :func:`code` names how the value and the target key are written where the answer is read
 (:data:`CODES`: ``circle``, ``uneven-circle``, ``low-dim``, ``codebook``, ``unread``), from the
-interchange measures of :mod:`interp.inspect.codes`; :func:`mechanism` puts them together
+interchange measures of :mod:`interp.inspect.mechanism.codes`; :func:`mechanism` puts them together
 (:data:`MECHANISMS`): ``construction`` only when the routing is the construction's and both codes
-are circles. Every threshold is :data:`interp.inspect.calibration.THRESHOLDS`, chosen on the
+are circles. Every threshold is :data:`interp.inspect.mechanism.calibration.THRESHOLDS`, chosen on the
 calibration table (``experiments/calibration/calibration.md``), not on the atlas. All three read
-the flat dict of :func:`interp.inspect.analysis.measure` (or an atlas row).
+the flat dict of :func:`interp.inspect.mechanism.measure.measure` (or an atlas row).
 """
 
 from __future__ import annotations
 
 import math
 
-#: one line per label of :func:`routing`: how the answer's information flows
-ROUTINGS = {
-    "lookup": "the construction's routing: the final query attends the slot whose key matches "
-              "(QK rows peak at the matching key) and reads its value (patching that slot from "
-              "a corrupted run moves the answer).",
-    "inverted": "attention avoids the matching slot (QK rows have their minimum on the diagonal) "
-                "and OV writes minus the value: over a permutation the slots' values sum to the "
-                "same vector, so the deficit at the matching slot becomes the answer.",
-    "mirror": "the last layer attends the key position 2j with k_j = i*, not the value position "
-              "2j + 1: layer 0 moved each value back onto its key, the construction run backwards.",
-    "mlp-lookup": "the MLP does the lookup: attention spreads over the input (final-position "
-                  "entropy >= 0.5) instead of picking the matching slot, and the answer is gone "
-                  "when the MLP's output is mean-ablated (Theorem 3.5's mechanism).",
-    "other": "the model answers (accuracy >= 0.9) by a route none of these tests names.",
-    "none": "no named route and no working answer (a failed or partial seed).",
-    "untestable": "n below the routing tests' power (calibration table).",
-}
-
-#: one line per label of :func:`code`: how a variable is written where the answer is read
-CODES = {
-    "circle": "a circle as in the paper's cs(k), evenly spaced: interchanging a 2-dimensional "
-              "subspace carries the variable, and its points lie evenly on an ellipse (a circle "
-              "to a linear read-out).",
-    "uneven-circle": "a 2-dimensional code on a circle (ellipse), its points not evenly spaced.",
-    "low-dim": "a code of dimension <= 3 that is not a circle (another low-dimensional manifold).",
-    "codebook": "a distributed code of dimension >= 4 (or n - 1): near-orthogonal directions, "
-                "one-hot-like, not the paper's circle.",
-    "unread": "interchanging the whole vector at the site does not carry the variable: it is not "
-              "read there.",
-    "untestable": "n below the code test's power: three points always lie on a circle and a "
-                  "one-hot code of three symbols is 2-dimensional too.",
-    "unmeasured": "no code measures (an atlas or table written before issue 42).",
-}
-
-#: one line per label of :func:`mechanism`: the routing and the code together
-MECHANISMS = {
-    "construction": "the paper's construction at both levels: the construction's routing "
-                    f"(lookup: {ROUTINGS['lookup']}) with the values and the target key written on "
-                    "evenly spaced circles, as cs(k).",
-    "lookup-codebook": "the construction's routing with a distributed (one-hot-like) code of the "
-                       "values: a lookup, not the paper's circle.",
-    "lookup-low-dim": "the construction's routing with a low-dimensional value code that is not a "
-                      "circle.",
-    "lookup-uneven-circle": "the construction's routing with the values on a circle (ellipse) "
-                            "that is not evenly spaced, unlike the paper's cs(k).",
-    "lookup-key-code": "the construction's routing and a circle code of the values, but the "
-                       "target key is not written on an evenly spaced circle.",
-    "lookup-unread": "the construction's routing, but interchanging the slot's value vector does "
-                     "not carry the answer.",
-    "lookup-untestable": "the construction's routing at an n where the code test has no power.",
-    "lookup": "the construction's routing, code not measured (an atlas written before issue 42: "
-              "its old label 'construction' measured the routing only).",
-    **{k: ROUTINGS[k] for k in ("mirror", "inverted", "mlp-lookup", "other", "none", "untestable")},
-}
+from interp.inspect.vocabulary import CODES, MECHANISMS, ROUTINGS  # noqa: F401 - the labels' words
 
 
 def _ok(row, key, least) -> bool:
@@ -84,7 +31,7 @@ def _n(row) -> int | None:
 def routing(row) -> str:
     """How one seed's answer flows (:data:`ROUTINGS`), from the attention, circuit and patching
     measures alone, the same way with or without MLPs; thresholds from
-    :data:`interp.inspect.calibration.THRESHOLDS`:
+    :data:`interp.inspect.mechanism.calibration.THRESHOLDS`:
 
     * ``mirror`` (two-layer case 5): the last layer puts >= 0.9 of its mass on the key position
       2j with k_j = i* instead of the value position 2j + 1 (so the seed is measured there,
@@ -101,7 +48,7 @@ def routing(row) -> str:
     * ``other``: none of these, but acc >= 0.9; ``none``: none of these and acc < 0.9;
     * ``untestable``: n below ``min_n_routing``.
     """
-    from interp.inspect.calibration import THRESHOLDS as T
+    from interp.inspect.mechanism.calibration import THRESHOLDS as T
 
     n = _n(row)
     if n is not None and n < T["min_n_routing"]:
@@ -120,10 +67,10 @@ def routing(row) -> str:
 
 def code(row, variable: str = "value") -> str:
     """How ``variable`` ("value", or "query": the target key) is written where the answer is
-    read (:data:`CODES`), from :mod:`interp.inspect.codes`'s columns ``<variable>_dim``,
-    ``_top2``, ``_rcv``, ``_gap``; thresholds from :data:`interp.inspect.calibration.THRESHOLDS`.
+    read (:data:`CODES`), from :mod:`interp.inspect.mechanism.codes`'s columns ``<variable>_dim``,
+    ``_top2``, ``_rcv``, ``_gap``; thresholds from :data:`interp.inspect.mechanism.calibration.THRESHOLDS`.
     ``unmeasured`` for a row without them (written before issue 42)."""
-    from interp.inspect.calibration import THRESHOLDS as T
+    from interp.inspect.mechanism.calibration import THRESHOLDS as T
 
     if variable not in ("value", "query"):
         raise ValueError(f"variable={variable!r}; accepted: 'value' or 'query'")

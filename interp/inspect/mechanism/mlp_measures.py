@@ -1,6 +1,6 @@
 """What a model's MLPs contribute, and whether its attention alone picks the matching slot.
 
-:func:`summary` gives the five columns that :func:`interp.inspect.analysis.measure` appends to
+:func:`summary` gives the five columns that :func:`interp.inspect.mechanism.measure.measure` appends to
 every row, for any model :func:`interp.core.models.build_model` makes (and the constructions):
 
 =============== ==========================================================================
@@ -40,7 +40,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from interp.core import models, tasks
-from interp.inspect import hooks
+from interp.inspect.tools import hooks
 
 #: the columns :func:`summary` writes, in order (read by ``interp atlas``: keep the names)
 MLP_COLUMNS = ("acc_mean_mlp", "acc_zero_mlp", "attn_entropy", "attn_picks_slot", "mlp_role")
@@ -115,7 +115,7 @@ def slot_attention(task: tasks.Task, view: hooks.TaskView,
 def summary(model, tokens=None, *, case: int | None = None, n: int | None = None,
             acc: float | None = None, cache=None, batch_size: int = 512, seed: int = 0) -> dict:
     """The columns of the module docstring for one model, as a dict in :data:`MLP_COLUMNS`
-    order. ``tokens`` default to :func:`interp.inspect.hooks.sample_inputs` (``batch_size``,
+    order. ``tokens`` default to :func:`interp.inspect.tools.hooks.sample_inputs` (``batch_size``,
     ``seed``); ``acc``: the model's accuracy on them if known (else measured); ``cache``: a
     cache of ``tokens`` holding the last layer's ``hook_pattern`` and :func:`cache_names`."""
     task, n = hooks.check_model(model, case=case, n=n)

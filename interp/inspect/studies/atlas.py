@@ -18,13 +18,13 @@ seed, name     the run's seed and its name in the store
 status         the store's status (``ok``, or ``failed: ...`` for a run whose training failed)
 accuracy,      the store's test accuracy and steps trained
 steps
-outcome        :func:`interp.inspect.analysis.classify` of the accuracy (``success``,
+outcome        :func:`interp.inspect.studies.analysis.classify` of the accuracy (``success``,
                ``partial``, ``failed``); ``failed`` for a run whose training failed
-label          :func:`interp.inspect.labels.mechanism` of the seed's measures; ``failed`` for a
+label          :func:`interp.inspect.mechanism.labels.mechanism` of the seed's measures; ``failed`` for a
                failed seed (not measured), ``unmeasured`` for a seed without a checkpoint
-routing, code, the two levels behind it (:mod:`interp.inspect.levels`; an atlas written before
+routing, code, the two levels behind it (:mod:`interp.inspect.mechanism.levels`; an atlas written before
 key_code       issue 42 has no code columns: its ``construction`` reads ``lookup``, the routing)
-acc, acc_any,  every measure of :func:`interp.inspect.analysis.measure` (its docstring says what
+acc, acc_any,  every measure of :func:`interp.inspect.mechanism.measure.measure` (its docstring says what
 mass, ...     each is), NaN for failed seeds; ``acc_mean_mlp``, ``attn_entropy``, ... where
                ``measure`` gives them
 ============== ==================================================================================
@@ -36,8 +36,8 @@ name, cell, seed, status and accuracy match. Labels are always recomputed from t
 :func:`write_atlas` writes ``atlas.csv`` (this table), ``atlas.md`` (per case, layers,
 architecture and function: n down, d_token across, each cell its successes and mechanism mix;
 then the predictions of ``experiments/atlas/PREDICTIONS.md``, computed by
-:mod:`interp.inspect.atlas_predictions`) and the phase diagrams of
-:mod:`interp.inspect.atlas_figures`.
+:mod:`interp.inspect.studies.atlas_predictions`) and the phase diagrams of
+:mod:`interp.inspect.studies.atlas_figures`.
 """
 
 from __future__ import annotations
@@ -49,16 +49,17 @@ from pathlib import Path
 from interp.core import tasks
 from interp.core.fields import READINGS, reading_fields
 from interp.core.fields import acting as declared_acting
-from interp.inspect import analysis, atlas_cache, labels
+from interp.inspect.mechanism import labels
+from interp.inspect.studies import analysis, atlas_cache
 from interp.sweeps import store
 from interp.sweeps.store import CheckpointMismatch, checked_checkpoint
 from interp.training.runs import TrainConfig
-from interp.inspect.atlas_figures import figures, mix, panels, theory_line  # noqa: F401 - re-exported
-from interp.inspect.atlas_markdown import (  # noqa: F401 - re-exported
+from interp.inspect.studies.atlas_figures import figures, mix, panels, theory_line  # noqa: F401 - re-exported
+from interp.inspect.studies.atlas_markdown import (  # noqa: F401 - re-exported
     FAILED, SUMMARY_LABELS, UNMEASURED, cell_text, markdown, predictions_markdown, summary_markdown,
     theory_markdown)
-from interp.inspect.atlas_levels import add_formation
-from interp.inspect.atlas_predictions import ATTN, number, predictions
+from interp.inspect.studies.atlas_levels import add_formation
+from interp.inspect.studies.atlas_predictions import ATTN, number, predictions
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ def _base(r) -> dict:
 def read_cache(path) -> dict[str, dict]:
     """The rows of an earlier ``atlas.csv`` by run name ({} when there is none), each marked
     ``_cache``: ``sealed`` (its row_sha holds), ``bad`` (cut or edited) or ``legacy`` (an atlas
-    written before seals, :mod:`interp.inspect.atlas_cache`); ValueError when the file is there
+    written before seals, :mod:`interp.inspect.studies.atlas_cache`); ValueError when the file is there
     but is no atlas table (it would be overwritten)."""
     import pandas as pd
 
@@ -173,7 +174,7 @@ def _reusable(old: dict | None, base: dict, has_checkpoint: bool) -> bool:
     """A cached row lends its measures when it is the same run (cell, seed, status, accuracy)
     measured the same way: a sealed row with this run's checksum digest and measuring options,
     or a legacy row for a run with no checkpoint to measure (module docstring of
-    :mod:`interp.inspect.atlas_cache`)."""
+    :mod:`interp.inspect.studies.atlas_cache`)."""
     if old is None or old["label"] == UNMEASURED or old.get("_cache") == "bad":
         return False
     if old.get("_cache") == "legacy":
@@ -216,7 +217,7 @@ def _measure(r, base: dict, batch_size: int, store_path=None, stored=None) -> di
 
 
 def label(row: dict) -> str:
-    """``failed``, ``unmeasured`` (no measures), else :func:`interp.inspect.levels.mechanism`."""
+    """``failed``, ``unmeasured`` (no measures), else :func:`interp.inspect.mechanism.levels.mechanism`."""
     if row["outcome"] == FAILED:
         return FAILED
     if row.get("label") == UNMEASURED:
@@ -281,7 +282,7 @@ def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=Non
 
 
 def write_atlas(df, out_dir, *, source: str = "STORE_OR_DIR") -> dict:
-    """Write ``atlas.csv`` (sealed: :func:`interp.inspect.atlas_cache.seal`), ``atlas.md``,
+    """Write ``atlas.csv`` (sealed: :func:`interp.inspect.studies.atlas_cache.seal`), ``atlas.md``,
     ``atlas-success.png`` and ``atlas-mechanism.png`` into ``out_dir`` as one set, all or none
     (:func:`interp.training.files.write_files`); returns their paths (and the predictions)."""
     from interp.training.files import figure_bytes, write_files

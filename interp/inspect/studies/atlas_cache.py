@@ -23,7 +23,7 @@ import io
 import json
 import math
 
-#: bumped when :func:`interp.inspect.analysis.measure`'s columns or their meaning change
+#: bumped when :func:`interp.inspect.mechanism.measure.measure`'s columns or their meaning change
 #: (2: issue 42's code level; 3: the target key's code of a model read at the key position,
 #: the mirror, is asked among the key positions, no longer the value positions)
 MEASURES_VERSION = "3"

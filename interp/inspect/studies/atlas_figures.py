@@ -1,7 +1,7 @@
 """The atlas's phase diagrams: per case, layers, architecture and function one panel, n down and
 d_token across, coloured by the cell's success fraction (``atlas-success``) or by the dominant
 mechanism among its successful seeds (``atlas-mechanism``), from the atlas table of
-:func:`interp.inspect.atlas.build_atlas`.
+:func:`interp.inspect.studies.atlas.build_atlas`.
 
 Where a theorem says the grid becomes expressive enough, a step line marks it (PREDICTIONS.md,
 "Where the theorems sit on the map"): Theorem 3.5's d_token = 2n + 2 on one-layer case-5 panels
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from interp.inspect.atlas_predictions import ATTN
+from interp.inspect.studies.atlas_predictions import ATTN
 
 #: a mechanism's colour; labels not named here take the next colours of :data:`_SPARE`
 COLOURS = {"construction": "#1f77b4", "inverted": "#d62728", "mirror": "#2ca02c",

@@ -2,14 +2,14 @@
 that route like the construction write their values and target keys.
 
 :func:`levels_markdown` is the ``## Two levels`` section of ``atlas.md``
-(:func:`interp.inspect.atlas.markdown`): one row per panel with the successful seeds by
-:func:`interp.inspect.levels.routing`, then, among those routed ``lookup``, by the value's and
-the target key's :func:`~interp.inspect.levels.code` and the median interchange dimension of the
-value code (:mod:`interp.inspect.codes`). An atlas written before issue 42 has no code columns:
+(:func:`interp.inspect.studies.atlas.markdown`): one row per panel with the successful seeds by
+:func:`interp.inspect.mechanism.levels.routing`, then, among those routed ``lookup``, by the value's and
+the target key's :func:`~interp.inspect.mechanism.levels.code` and the median interchange dimension of the
+value code (:mod:`interp.inspect.mechanism.codes`). An atlas written before issue 42 has no code columns:
 its codes read ``unmeasured``.
 
 :func:`add_formation` (issue 46) gives each run that ``interp timeline`` measured (the sweep's
-``timeline.csv``, :func:`interp.inspect.explore_timeline.load`) its formation steps, and
+``timeline.csv``, :func:`interp.inspect.studies.explore_timeline.load`) its formation steps, and
 :func:`formation_markdown` is ``atlas.md``'s per-cell table of them.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from interp.inspect.atlas_figures import panels
+from interp.inspect.studies.atlas_figures import panels
 
 ROUTES = ("lookup", "mirror", "inverted", "mlp-lookup", "other", "none", "untestable", "unmeasured")
 CODE_KINDS = ("circle", "uneven-circle", "low-dim", "codebook", "unread", "untestable", "unmeasured")
@@ -52,8 +52,8 @@ def levels_markdown(df) -> list[str]:
             median = f"{float(dims.median()):g}" if len(dims) else "n/a"
             code_rows.append(f"| {title} | {len(look)} | {_counts(look['code'], CODE_KINDS)} | "
                              f"{circle_keys} | {len(look) - circle_keys} | {median} |")
-    lines = ["Successful seeds by routing (`interp.inspect.levels.routing`):", "", *head, *rows, "",
-             "Successful seeds routed `lookup`, by code (`interp.inspect.levels.code`; "
+    lines = ["Successful seeds by routing (`interp.inspect.mechanism.levels.routing`):", "", *head, *rows, "",
+             "Successful seeds routed `lookup`, by code (`interp.inspect.mechanism.levels.code`; "
              "`experiments/calibration/calibration.md` gives each label's rates on nulls and "
              "controls; uneven-circle and low-dim are not told apart reliably at n <= 10):", "",
              *code_head, *code_rows]
@@ -77,11 +77,11 @@ FORMATION = ("routing_forms", "code_settles", "plateau_exit")
 
 def add_formation(df, store_path):
     """``df`` with the columns :data:`FORMATION` for the runs the sweep's timelines cover
-    (:func:`interp.inspect.timelines.formation`); ``df`` itself when there is no timeline."""
+    (:func:`interp.inspect.studies.timelines.formation`); ``df`` itself when there is no timeline."""
     import pandas as pd
 
-    from interp.inspect.explore_timeline import load
-    from interp.inspect.timelines import formation
+    from interp.inspect.studies.explore_timeline import load
+    from interp.inspect.studies.timelines import formation
 
     tl = load(store_path)
     if tl is None:

@@ -1,15 +1,15 @@
 """``atlas.md``: the mechanism atlas's report (:func:`markdown`), written by
-:func:`interp.inspect.atlas.write_atlas`: how to regenerate it, a legend, a summary per panel,
-the two label levels (:mod:`interp.inspect.atlas_levels`), one table per panel, the theorems'
+:func:`interp.inspect.studies.atlas.write_atlas`: how to regenerate it, a legend, a summary per panel,
+the two label levels (:mod:`interp.inspect.studies.atlas_levels`), one table per panel, the theorems'
 lines and the predictions."""
 
 from __future__ import annotations
 
 from interp.core import bounds
-from interp.inspect import analysis
-from interp.inspect.atlas_figures import ABBREV, mix, panels, theory_line
-from interp.inspect.atlas_levels import formation_markdown, levels_markdown
-from interp.inspect.atlas_predictions import shared_readings
+from interp.inspect.studies import analysis
+from interp.inspect.studies.atlas_figures import ABBREV, mix, panels, theory_line
+from interp.inspect.studies.atlas_levels import formation_markdown, levels_markdown
+from interp.inspect.studies.atlas_predictions import shared_readings
 
 FAILED, UNMEASURED = "failed", "unmeasured"
 
@@ -43,7 +43,7 @@ def predictions_markdown(preds: list[dict], shown: int = 10) -> list[str]:
     lines = ["| prediction | verdict | numbers |", "|---|---|---|"]
     lines += [f"| **{p['name']}** {p['claim']} | {p['verdict']} | {_numbers_text(p['numbers'])} |"
               for p in preds]
-    lines += ["", "How the predictions read their declarations (`interp/inspect/atlas_predictions.py`, "
+    lines += ["", "How the predictions read their declarations (`interp/inspect/studies/atlas_predictions.py`, "
               "fixed before the first atlas run); shared by all:", ""]
     lines += [f"- {t}" for t in shared_readings()]
     lines += [""] + [f"- {p['name']}: {p['reading']}" for p in preds if p.get("reading")]
@@ -88,7 +88,7 @@ def summary_markdown(df) -> list[str]:
 
 def theory_markdown(df) -> list[str]:
     """Where the theorems sit on the map, counted (PREDICTIONS.md, "Where the theorems sit on
-    the map"): per panel that carries a theorem line (:func:`~interp.inspect.atlas_figures.theory_line`)
+    the map"): per panel that carries a theorem line (:func:`~interp.inspect.studies.atlas_figures.theory_line`)
     and per n, the line's least d_token beside d_min (the smallest d_token with a successful
     seed) and the successful seeds below and at or above it; then the one-layer case-5 cells
     where Theorems 3.4 and 3.7 bind at h = 1, p = 32, with their best accuracy against Theorem
@@ -134,12 +134,12 @@ def markdown(df, preds: list[dict], source: str = "STORE_OR_DIR") -> str:
         f"Regenerate: `interp atlas {source}` (it measures only the runs `atlas.csv` does not "
         "hold yet; `--remeasure` measures every run again). Predictions, declared before the "
         "first run: `experiments/atlas/PREDICTIONS.md`; how each is computed: "
-        "`interp/inspect/atlas_predictions.py`.", "",
+        "`interp/inspect/studies/atlas_predictions.py`.", "",
         f"{len(df)} seeds in {cells} cells: {int(counts.get('success', 0))} successful (accuracy "
         f">= {analysis.SUCCESS:.0%}), {int(counts.get('partial', 0))} partial, "
         f"{int(counts.get(FAILED, 0))} failed (accuracy < max(2/n, 5%), or training failed).", "",
         "Each cell: `k/t`, seeds successful of those run, then the successful seeds' mechanisms "
-        "(`interp.inspect.levels.mechanism`): " + ", ".join(f"`{a}` {k}" for k, a in ABBREV.items())
+        "(`interp.inspect.mechanism.levels.mechanism`): " + ", ".join(f"`{a}` {k}" for k, a in ABBREV.items())
         + ", any other label written whole; e.g. `4/5 c3 m1`. An empty cell was not run.", "",
     ]
     lines += ["## Summary", "", "Per panel: its cells, those with a successful seed, the successful seeds "

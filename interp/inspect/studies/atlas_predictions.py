@@ -1,6 +1,6 @@
 """The atlas's pre-registered predictions P1-P9 (``experiments/atlas/PREDICTIONS.md``), computed.
 
-Each prediction is one function of the atlas table (:func:`interp.inspect.atlas.build_atlas`: one
+Each prediction is one function of the atlas table (:func:`interp.inspect.studies.atlas.build_atlas`: one
 row per seed with ``case``, ``n``, ``d_token``, ``n_layers``, ``architecture``, ``function``,
 ``seed``, ``accuracy``, ``outcome``, ``label`` and the measures) that quotes its definition and
 returns a dict: ``name``, ``claim``, ``verdict`` (one of :data:`VERDICTS`), ``numbers`` (the
@@ -33,15 +33,15 @@ import math
 import re
 from fractions import Fraction
 
-from interp.inspect.levels import routes
+from interp.inspect.mechanism.levels import routes
 
 VERDICTS = ("confirmed", "refuted", "untested")
-#: the reading that replaced mlp-4x (a name of :data:`interp.inspect.atlas.NAMED`), set when issue
+#: the reading that replaced mlp-4x (a name of :data:`interp.inspect.studies.atlas.NAMED`), set when issue
 #: 28's gate decides so (``experiments/readings/screen/scores.md``, "Decision"; a test holds the two
 #: together), before the atlas's MLP runs start; None: mlp-4x stays (PREDICTIONS.md, "Architectures")
 MLP_READING: str | None = "f14"
 #: PREDICTIONS.md's architectures: attention-only, and the chosen reading's one-layer MLP models
-#: (d_mlp = 4 d_model), as :func:`interp.inspect.atlas.architecture` names them
+#: (d_mlp = 4 d_model), as :func:`interp.inspect.studies.atlas.architecture` names them
 ATTN, MLP = "attention-only", "mlp-4x" + ("" if MLP_READING is None else f"[{MLP_READING}]")
 PERM, ANY = "permutation", "any"
 

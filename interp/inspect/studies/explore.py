@@ -1,8 +1,8 @@
 """The sweep explorer: one offline HTML page to browse a sweep's seeds and what each one does.
 
 :func:`write_explorer` reads a results store (:func:`interp.sweeps.store.read`), measures every
-finished run that has a checkpoint (:func:`interp.inspect.analysis.measure`), labels it
-(:func:`~interp.inspect.analysis.classify`, :func:`~interp.inspect.analysis.mechanism`) and
+finished run that has a checkpoint (:func:`interp.inspect.mechanism.measure.measure`), labels it
+(:func:`~interp.inspect.studies.analysis.classify`, :func:`~interp.inspect.studies.analysis.mechanism`) and
 writes into ``DIR``:
 
 ==================== =========================================================================
@@ -12,12 +12,12 @@ index.html           titled after the sweep (the ``sweep`` its runs recorded), t
                      section per seed, about a screen tall: its mechanism verdict, a compact
                      attention view (per input, the final query's attention row as a small
                      heatmap), a "show all" button for circuitsvis's full views, its loss
-                     curve under them (an inline SVG, :func:`interp.inspect.curves.curve_svg`:
+                     curve under them (an inline SVG, :func:`interp.inspect.tools.curves.curve_svg`:
                      log loss by step, the stop step marked), probes beside, QK/OV heatmaps
                      and embedding circles side by side, every measure
 circuitsvis.js       circuitsvis's bundled script, written once and referenced by every view
 violins.png          accuracy per d_token, one panel per config (seeds as dots)
-measures.png         per-seed measures by outcome (:func:`interp.inspect.viz.plot_seed_measures`)
+measures.png         per-seed measures by outcome (:func:`interp.inspect.tools.viz.plot_seed_measures`)
 seeds/<id>/          the seed's ``circuits.png`` (QK and OV) and ``circles.png`` (embeddings)
 ==================== =========================================================================
 
@@ -33,13 +33,13 @@ whole or not at all (:func:`interp.training.files.write_file`).
 ``index.html#seed=<id>`` opens a seed, and the selector and the table's links set that hash; a
 ``#seed=`` naming no seed (or any other ``#...``) is said so on the page, above the first seed
 shown instead. Seeds are listed by group in numeric order
-(:func:`interp.inspect.labels.sort_by_group`). A seed's circuitsvis views render
-(``renderViews``, :func:`interp.inspect.viz.html_page`) only when its "show all" button opens
+(:func:`interp.inspect.mechanism.labels.sort_by_group`). A seed's circuitsvis views render
+(``renderViews``, :func:`interp.inspect.tools.viz.html_page`) only when its "show all" button opens
 them, so a sweep of many seeds opens quickly and a seed fits a screen.
 
 When the sweep has a mechanism atlas (``interp atlas``'s ``atlas.csv``: ``atlas=PATH``, or one
 found in or beside ``DIR``, in the sweep folder or beside the store), the page also has an
-"Atlas" section (:mod:`interp.inspect.explore_atlas`): its phase diagrams as clickable grids,
+"Atlas" section (:mod:`interp.inspect.studies.explore_atlas`): its phase diagrams as clickable grids,
 a cell listing its seeds with links to their views here; an atlas that does not list some of the
 runs shown (older than its store) is marked so. Without one the page is unchanged.
 """
@@ -52,7 +52,9 @@ import math
 import re
 from pathlib import Path
 
-from interp.inspect import analysis, atlas_cache, circuits, curves, explore_atlas, explore_timeline, hooks, labels, viz
+from interp.inspect.mechanism import labels
+from interp.inspect.studies import analysis, atlas_cache, explore_atlas, explore_timeline
+from interp.inspect.tools import circuits, curves, hooks, viz
 from interp.training.files import save_figure, write_file
 
 log = logging.getLogger(__name__)
@@ -132,7 +134,7 @@ def seed_id(name: str) -> str:
 
 def runs(store_path, where: dict | None = None):
     """The finished runs of a store that have a checkpoint (matching ``where``: field -> value
-    strings), with ``group`` (:func:`interp.inspect.analysis.group_label`) and ``outcome``;
+    strings), with ``group`` (:func:`interp.inspect.studies.analysis.group_label`) and ``outcome``;
     ValueError, naming the store, when there are none."""
     from interp.sweeps import store
 
@@ -157,7 +159,7 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
                    batch_size: int = 256, progress=None, atlas=None) -> Path:
     """Write the explorer of the module docstring into ``out_dir``; returns ``index.html``.
 
-    ``store_path``: a sweep folder or a store file (:func:`interp.inspect.analysis.find_store`);
+    ``store_path``: a sweep folder or a store file (:func:`interp.inspect.studies.analysis.find_store`);
     ``inputs``: sampled inputs per attention view; ``batch_size``: inputs per measure. Bad
     arguments and empty stores raise ValueError before anything is measured or written.
     ``progress``: a wrapper ``progress(iterable, total=, desc=)`` (e.g. ``tqdm.tqdm``) that
@@ -253,7 +255,7 @@ def _fmt(v, key: str = "") -> str:
 
 def _legend() -> str:
     items = "".join(f"<li><b>{k}</b>: {html.escape(v, quote=False)}</li>\n" for k, v in labels.MECHANISMS.items())
-    return (f"<h2>Mechanisms</h2>\n<p>Labels of <code>interp.inspect.levels.mechanism</code> (the "
+    return (f"<h2>Mechanisms</h2>\n<p>Labels of <code>interp.inspect.mechanism.levels.mechanism</code> (the "
             f"routing and the code together), read off each seed's measures:</p>\n<ul class=\"legend\">\n{items}</ul>\n")
 
 
@@ -338,7 +340,7 @@ def compact_attention(model, tokens, *, case: int, n: int) -> str:
     """A seed's attention in a few lines: per input (``tokens`` [batch, pos]), the target, the
     answer and the model's, and the last layer's attention from the final position (the query)
     to every position as a small heatmap under the positions' tokens; the construction's
-    position outlined, the model's argmax in bold red (:func:`interp.inspect.viz.html_page`'s
+    position outlined, the model's argmax in bold red (:func:`interp.inspect.tools.viz.html_page`'s
     classes). circuitsvis shows every layer and query (the "show all" views)."""
     task, n = hooks.check_model(model, case=case, n=n)
     view = hooks.read(task.case, n, tokens)
@@ -393,5 +395,5 @@ def _measures(row: dict) -> str:
     skip = {"name", "group", "id", *analysis.GROUP_FIELDS}
     cells = "".join(f"<tr><td>{html.escape(k)}</td><td>{_fmt(v, k)}</td></tr>"
                     for k, v in row.items() if k not in skip)
-    return ("<details><summary>Every measure (see <code>interp/inspect/analysis.py</code>)"
+    return ("<details><summary>Every measure (see <code>interp/inspect/studies/analysis.py</code>)"
             f"</summary>\n<table class=\"measures\">{cells}</table>\n</details>\n")

@@ -1,14 +1,14 @@
 """The explorer's atlas view (issue 29): a sweep's mechanism atlas as clickable grids.
 
-``interp atlas`` (:func:`interp.inspect.atlas.write_atlas`) writes ``atlas.csv``, one row per
+``interp atlas`` (:func:`interp.inspect.studies.atlas.write_atlas`) writes ``atlas.csv``, one row per
 seed: its cell (case, n, d_token, layers, architecture, function), accuracy, steps, outcome and
-mechanism label. When a sweep has one, the explorer page (:mod:`interp.inspect.explore`) gains
+mechanism label. When a sweep has one, the explorer page (:mod:`interp.inspect.studies.explore`) gains
 an "Atlas" section from :func:`section`:
 
-* one grid per panel (:func:`interp.inspect.atlas_figures.panels`: case, layers, architecture,
+* one grid per panel (:func:`interp.inspect.studies.atlas_figures.panels`: case, layers, architecture,
   function), n down and d_token across in numeric order;
 * each cell that was run is a button coloured by its success fraction (the colours of
-  ``atlas-success.png``) and showing :func:`interp.inspect.atlas.cell_text` (``3/5 c2 m1``: 3
+  ``atlas-success.png``) and showing :func:`interp.inspect.studies.atlas.cell_text` (``3/5 c2 m1``: 3
   of 5 seeds successful, 2 labelled construction, 1 mirror); a cell not run is blank;
 * clicking a cell shows its seeds under the grids: seed, accuracy, steps, outcome, label, and a
   link to the seed's view on the same page (``#seed=<id>``) where the page has that seed.
@@ -27,8 +27,8 @@ import logging
 import math
 from pathlib import Path
 
-from interp.inspect.atlas import CELL, RUN, cell_text
-from interp.inspect.atlas_figures import ABBREV, panels
+from interp.inspect.studies.atlas import CELL, RUN, cell_text
+from interp.inspect.studies.atlas_figures import ABBREV, panels
 
 log = logging.getLogger(__name__)
 
@@ -193,10 +193,10 @@ def _panel(p: int, title: str, sub, views: dict[str, str]) -> tuple[str, list[st
 def older(df, store_runs, checksums: dict | None = None) -> list[str]:
     """The runs of ``store_runs`` (the store's runs the page shows) that the atlas table ``df``
     does not list, or lists as an earlier training of the run: its row's ``checksum`` digest
-    (:func:`interp.inspect.atlas_cache.run_checksum`) is not ``checksums[name]``, the store's
+    (:func:`interp.inspect.studies.atlas_cache.run_checksum`) is not ``checksums[name]``, the store's
     (a run retrained since; rows of atlases written before digests are compared by name only).
     In the store's order: the atlas is older than its store (or was made for part of it)."""
-    from interp.inspect import atlas_cache
+    from interp.inspect.studies import atlas_cache
 
     digests = df["checksum"] if "checksum" in df.columns else [""] * len(df)
     listed = {str(n): atlas_cache.text(c) for n, c in zip(df["name"], digests)}

@@ -2,10 +2,10 @@
 
 When ``interp timeline`` has written ``timeline.csv`` for the sweep (in the sweep folder, or in
 ``<sweep>/timeline/``: :func:`load` looks in both), each seed section of the explorer page shows
-that run's figure (:func:`interp.inspect.timeline_report.timeline_figure`: qk_diag, follow,
+that run's figure (:func:`interp.inspect.studies.timeline_report.timeline_figure`: qk_diag, follow,
 accuracy, the value code's dimension and the loss against steps, the plateau exit and each label
 change marked) and when its routing formed and its code settled
-(:func:`interp.inspect.timelines.formation`). Without a timeline the section shows nothing more
+(:func:`interp.inspect.studies.timelines.formation`). Without a timeline the section shows nothing more
 (``interp timeline`` on the sweep makes one). Nothing here measures: it draws what the CSV holds.
 """
 
@@ -19,7 +19,7 @@ def load(store_path):
     """The sweep's timeline table (a pandas DataFrame), or None when there is none."""
     import pandas as pd
 
-    from interp.inspect.timeline_report import CSV
+    from interp.inspect.studies.timeline_report import CSV
 
     from interp.sweeps.frame import find_store
 
@@ -35,8 +35,8 @@ def load(store_path):
 
 def section(timelines, name: str, folder: Path) -> str:
     """HTML of one seed's timeline (its figure written into ``folder``); "" without one."""
-    from interp.inspect.timeline_report import timeline_figure
-    from interp.inspect.timelines import formation
+    from interp.inspect.studies.timeline_report import timeline_figure
+    from interp.inspect.studies.timelines import formation
     from interp.training.files import save_figure
 
     rows = None if timelines is None else timelines[timelines["run"] == str(name)]

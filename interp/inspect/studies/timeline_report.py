@@ -5,8 +5,8 @@ included): the routing's measures ``qk_diag`` and ``follow`` with the accuracy, 
 dimension, and the training-batch loss; the plateau exit is a dashed line (``gid="plateau-exit"``)
 and each label change a dotted one, named (``gid="label-change"``). :func:`timeline_markdown`
 is one table row per run: when the routing forms, when the code settles, the plateau exit and
-the outcome (:func:`interp.inspect.timelines.formation`). :func:`write_timeline` measures a
-source (:func:`interp.inspect.timelines.timeline`) and writes all of it as one set
+the outcome (:func:`interp.inspect.studies.timelines.formation`). :func:`write_timeline` measures a
+source (:func:`interp.inspect.studies.timelines.timeline`) and writes all of it as one set
 (:func:`interp.training.files.write_files`).
 """
 
@@ -27,11 +27,11 @@ def _value(x):
 
 
 def timeline_figure(rows, title: str = ""):
-    """One run's timeline (rows of :func:`interp.inspect.timelines.timeline`), a matplotlib
+    """One run's timeline (rows of :func:`interp.inspect.studies.timelines.timeline`), a matplotlib
     ``Figure`` (not registered with pyplot)."""
     from matplotlib.figure import Figure
 
-    from interp.inspect.timelines import changes
+    from interp.inspect.studies.timelines import changes
 
     rows = sorted(rows.to_dict("records") if hasattr(rows, "to_dict") else rows, key=lambda r: r["step"])
     steps = [r["step"] for r in rows]
@@ -75,7 +75,7 @@ def _cell(x) -> str:
 def timeline_markdown(df, title: str) -> str:
     """``timeline.md``: one row per run, when each level forms (``PREDICTIONS.md``'s
     definitions), and its figure."""
-    from interp.inspect.timelines import changes, formation
+    from interp.inspect.studies.timelines import changes, formation
 
     lines = [f"# Timelines: {title}", "",
              "Per run: the step of the first snapshot from which the routing is named (lookup, mirror "
@@ -100,10 +100,10 @@ def timeline_markdown(df, title: str) -> str:
 
 
 def write_timeline(source, out, *, batch_size: int = 256, keep: int = 20) -> dict:
-    """Measure ``source`` (:func:`interp.inspect.timelines.timeline`) and write into folder
+    """Measure ``source`` (:func:`interp.inspect.studies.timelines.timeline`) and write into folder
     ``out`` its CSV, its Markdown and a figure per run, as one set; ``{"csv", "markdown",
     "figures"}`` (paths)."""
-    from interp.inspect.timelines import timeline
+    from interp.inspect.studies.timelines import timeline
     from interp.training.files import figure_bytes, write_files
 
     df = timeline(source, batch_size=batch_size, keep=keep)

@@ -3,9 +3,9 @@
 :func:`timeline` (``interp.timeline``) takes a run folder (a checkpoint folder: ``interp
 train``'s, or a sweep's ``results/checkpoints/<run>``) or a results store (a store file, a
 sweep folder) and returns one row per (run, snapshot step): the step, the training-batch loss
-recorded there, the measures the two-level labels read (:func:`interp.inspect.analysis.measure`
-at ``seed=0``) and the labels (:func:`interp.inspect.levels.labels_of`: routing, code, key_code,
-mechanism), the run's plateau exit and its outcome (:func:`interp.inspect.analysis.classify` of
+recorded there, the measures the two-level labels read (:func:`interp.inspect.mechanism.measure.measure`
+at ``seed=0``) and the labels (:func:`interp.inspect.mechanism.levels.labels_of`: routing, code, key_code,
+mechanism), the run's plateau exit and its outcome (:func:`interp.inspect.studies.analysis.classify` of
 its final accuracy).
 
 Snapshots come from ``<checkpoint>/timeline/`` (:func:`interp.training.snapshots.load_snapshots`,
@@ -30,7 +30,7 @@ from pathlib import Path
 
 #: the routings :func:`formation` counts as formed
 NAMED = ("lookup", "mirror", "inverted")
-#: the measures the labels read (:mod:`interp.inspect.levels`), kept as columns when measured
+#: the measures the labels read (:mod:`interp.inspect.mechanism.levels`), kept as columns when measured
 MEASURES = (
     "acc", "acc_any", "qk_diag", "qk_anti", "ov_anti", "follow", "at", "mass_keypos", "mlp_role",
     "attn_entropy", "value_dim", "value_top2", "value_rcv", "value_gap", "value_iia_full",
@@ -144,7 +144,8 @@ def timeline(run_or_store, *, batch_size: int = 256, keep: int = 20):
 
 def measure_run(run: _Run, *, batch_size: int = 256) -> list[dict]:
     """The rows of one run: each snapshot loaded into the checkpoint's model, measured, labelled."""
-    from interp.inspect import analysis, levels
+    from interp.inspect.mechanism import levels
+    from interp.inspect.studies import analysis
     from interp.training import checkpoints, snapshots
 
     snaps = snapshots.load_snapshots(run.folder)

@@ -4,7 +4,7 @@ The constructions of the paper are one matching step and one copying step:
 
 * **QK** (matching). ``QK[a, b]`` is the attention score, in the last layer, from the final
   position when the target is ``a`` to the position carrying the slot whose key is ``b``
-  (:mod:`interp.inspect.hooks` lists these positions per case). It is computed from the cached
+  (:mod:`interp.inspect.tools.hooks` lists these positions per case). It is computed from the cached
   ``hook_q`` / ``hook_k`` vectors averaged per key (:func:`key_query_vectors`):
   ``QK = q_bar k_bar^T / attn_scale``. Scores are bilinear in q and k, so for a one-layer model
   this is exactly the mean score over the sampled inputs (values and other slots averaged out,
@@ -33,7 +33,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.core import models, tasks
-from interp.inspect import hooks
+from interp.inspect.tools import hooks
 
 
 @dataclass(frozen=True)

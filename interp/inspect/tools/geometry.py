@@ -7,7 +7,7 @@ pair tables in cases 2-3, tokens and positions in cases 1, 4, 5). For OV (:func:
 row is a value token v and a column an output u: ``circuits.ov_matrix``.
 
 Why not the probes. Keys are interchangeable symbols: a trained model may put them on a circle
-in any order, so the cos/sin probes of :mod:`interp.inspect.probes` score a perfect circle with
+in any order, so the cos/sin probes of :mod:`interp.inspect.tools.probes` score a perfect circle with
 scrambled labels below 0. The order-free ``probes.circle_test`` reads the top-2 principal plane
 of the vectors, which need not be the plane the circuit reads: keys ``[cs(b), x_b]`` whose x the
 queries never read fail it, while the scores are exactly the construction's.
@@ -51,7 +51,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.core import attention, models, tasks
-from interp.inspect import circuits, hooks
+from interp.inspect.tools import circuits, hooks
 
 # Thresholds of the verdict, read off experiments/analysis/geometry_null.py (geometry-null.md):
 # a null of 720 QK and OV matrices of random models (init_model over cases 1-5, n 10-100,

@@ -1,7 +1,7 @@
 """Attention read through TransformerLens hooks, and where the paper's constructions attend.
 
-Every analysis in :mod:`interp.inspect.probes`, :mod:`interp.inspect.circuits` and
-:mod:`interp.inspect.interventions` takes any HookedTransformer of ours (an analytic construction
+Every analysis in :mod:`interp.inspect.tools.probes`, :mod:`interp.inspect.tools.circuits` and
+:mod:`interp.inspect.tools.interventions` takes any HookedTransformer of ours (an analytic construction
 from :func:`interp.core.constructions.build`, a trained checkpoint, or a fresh
 :func:`interp.core.models.build_model`) and reads its task from it: ``model.task`` and
 ``n = model.cfg.d_vocab_out`` (:func:`check_model`; ``case=`` / ``n=`` are accepted as keywords
@@ -39,6 +39,8 @@ Axis names follow TransformerLens: ``layer``, ``batch``, ``pos``, ``query_pos``,
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -53,9 +55,30 @@ def check_model(model, *, case: int | None = None, n: int | None = None) -> tupl
     """The model's ``(task, n)`` (:func:`interp.core.tasks.of`: ``model.task`` and
     ``cfg.d_vocab_out``; ``case=`` / ``n=`` checked against them), after checking that the
     model's context and vocabulary are that task's: a ValueError otherwise."""
+    held = _CHECKED.get()
+    if held is not None and held[0] is model and case in (None, held[1].case) and n in (None, held[2]):
+        return held[1], held[2]  # inside checked(model): validated once already
     task, n = tasks.of(model, case=case, n=n)
     task.check_config(model.cfg)
     return task, n
+
+
+#: (model, task, n) of the innermost :func:`checked` block, else None
+_CHECKED: ContextVar = ContextVar("interp_checked_model", default=None)
+
+
+@contextmanager
+def checked(model, *, case: int | None = None, n: int | None = None):
+    """Validate ``model`` once (:func:`check_model`) and yield ``(task, n)``; inside the block,
+    every :func:`check_model` of the same model object (the measures a caller runs on it) takes
+    that answer instead of reading the model again. A different model, or a ``case``/``n``
+    that disagrees, is checked as usual."""
+    task, n = check_model(model, case=case, n=n)
+    token = _CHECKED.set((model, task, n))
+    try:
+        yield task, n
+    finally:
+        _CHECKED.reset(token)
 
 
 def moves_keys_first(task: tasks.Task, n_layers: int) -> bool:

@@ -50,7 +50,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from interp.core import tasks
-from interp.inspect import hooks
+from interp.inspect.tools import hooks
 
 # ----------------------------------------------------------------------------- the engine
 
@@ -279,7 +279,7 @@ def patch_attended(
     batch_size: int = 512, seed: int = 0, at: str = "value",
 ) -> PatchingResult:
     """Patch the attended position (and, as a control, the other slots) from corrupted runs
-    (module docstring); ``tokens`` default to :func:`interp.inspect.hooks.sample_inputs`.
+    (module docstring); ``tokens`` default to :func:`interp.inspect.tools.hooks.sample_inputs`.
 
     ``at="key"`` (cases 4-5) patches the matching slot's key position 2j instead of its value
     position 2j + 1, and the other slots' key positions as the control: the check for a

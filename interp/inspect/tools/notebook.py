@@ -15,7 +15,7 @@ webview, never against the notebook's folder. So:
   ``CircuitsVis`` for the rest of the session; the script also renders the views already on
   the page (after re-running that cell, say).
 * :func:`attention` and :func:`side_by_side` return a :class:`View`, which shows as two
-  small outputs: the HTML (a few KB: the views of :func:`interp.inspect.viz.attention_views`,
+  small outputs: the HTML (a few KB: the views of :func:`interp.inspect.tools.viz.attention_views`,
   their attention tables, and a few lines of script that render them if ``CircuitsVis`` is
   loaded), then a PNG of the same attention patterns (:func:`attention_png`, tens of KB): one
   heatmap per model, input and layer, token labels on both axes, the construction's positions
@@ -46,12 +46,12 @@ from dataclasses import dataclass
 import torch
 
 from interp.core import tasks
-from interp.inspect import hooks, viz
+from interp.inspect.tools import hooks, viz
 
 #: a prefix unique to this kernel session, so the views of two open notebooks never share ids
 _SESSION = secrets.token_hex(3)
 _COUNTER = itertools.count()
-#: renders the views under ``root`` not yet rendered (as :mod:`interp.inspect.viz`'s page
+#: renders the views under ``root`` not yet rendered (as :mod:`interp.inspect.tools.viz`'s page
 #: script), then hides ``root``'s note that the views are not rendered
 _RENDER_JS = """window.interpRenderViews = function (root) {
   if (!window.CircuitsVis) return;
@@ -62,7 +62,7 @@ _RENDER_JS = """window.interpRenderViews = function (root) {
   });
   root.querySelectorAll(".interp-cv-pending").forEach(function (p) { p.style.display = "none"; });
 };"""
-#: the styles of :mod:`interp.inspect.viz`'s pages, scoped to the views' container so that
+#: the styles of :mod:`interp.inspect.tools.viz`'s pages, scoped to the views' container so that
 #: they leave the rest of the notebook alone
 _CSS = """.interp-cv table.attn { border-collapse: collapse; font-size: 12px; margin: 4px 0; }
 .interp-cv table.attn td, .interp-cv table.attn th {
@@ -188,7 +188,7 @@ def attention_png(panels) -> bytes:
     ``panels``: ``(title, model, tokens)`` per model, ``tokens`` [batch, pos] of that model's
     task (every row shown). The heatmaps share one colour scale (weight 0 to 1 in steps of
     0.1), so the picture changes with the weights; green boxes: where the construction
-    attends (:func:`interp.inspect.hooks.construction_targets`); red dots: each query's argmax."""
+    attends (:func:`interp.inspect.tools.hooks.construction_targets`); red dots: each query's argmax."""
     from matplotlib.figure import Figure
 
     cells = []  # (model index, title, labels, [query_pos, key_pos] pattern, boxes)
@@ -248,7 +248,7 @@ def _tokens(model, tokens, inputs: int, seed: int) -> torch.Tensor:
 def attention(model, tokens=None, *, case: int | None = None, n: int | None = None,
               title: str | None = None, inputs: int = 3, mechanism: str | None = None,
               seed: int = 0, inline: bool = False) -> View:
-    """:func:`interp.inspect.viz.attention_html`'s views as a notebook output of a few KB (the
+    """:func:`interp.inspect.tools.viz.attention_html`'s views as a notebook output of a few KB (the
     script comes from :func:`script`, or is inlined into this output with ``inline``), and
     their picture (:func:`attention_png`) as a second output."""
     viz.check_inputs(inputs)
@@ -263,7 +263,7 @@ def attention(model, tokens=None, *, case: int | None = None, n: int | None = No
 
 
 def side_by_side(views, *, inputs: int = 3, seed: int = 0, inline: bool = False) -> View:
-    """Several models next to each other, as :func:`interp.inspect.viz.side_by_side_html`
+    """Several models next to each other, as :func:`interp.inspect.tools.viz.side_by_side_html`
     (``views``: ``(title, model, mechanism)`` tuples), as one notebook output, and their
     pictures (:func:`attention_png`, one column per model) as a second."""
     viz.check_inputs(inputs)

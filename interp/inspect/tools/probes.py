@@ -46,7 +46,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.core import models, tasks
-from interp.inspect import circuits, geometry, hooks
+from interp.inspect.tools import circuits, geometry, hooks
 from interp.training.machine import one_thread
 
 
@@ -81,7 +81,7 @@ def heldout_predictions(X, Y, *, folds: int = 5, seed: int = 0) -> np.ndarray:
     The same arithmetic without scikit-learn's per-fit input checks, which cost more than the
     fits, on one BLAS thread: the probes' least-squares problems are small (at most a few hundred
     rows and columns), and on cores shared with other work a second OpenBLAS thread spins
-    (:func:`interp.training.machine.one_thread`); ``tests/inspect/test_probes_heldout.py``
+    (:func:`interp.training.machine.one_thread`); ``tests/inspect/tools/test_probes_heldout.py``
     holds it to ``cross_val_predict`` within 1e-9.
     """
     from scipy import linalg
@@ -151,7 +151,7 @@ def probe_table(
     rows than columns (n = 10, d = 32) is underdetermined on each training fold; scikit-learn's
     least-squares solution is then the minimum-norm one, which leans on the table's
     high-variance directions, so a dominant circle is still found and a random table is not
-    (``tests/inspect/test_probes.py``).
+    (``tests/inspect/tools/test_probes.py``).
     """
     import pandas as pd
 
@@ -263,7 +263,7 @@ def circle_plane(points: Float[Tensor, "n d"]) -> tuple[Tensor, Tensor, float, T
     """Points in their top-2 principal plane and the circle that best fits them there.
 
     Returns (P [n, 2] plane coordinates of the centred points, centre [2], radius, variance per
-    principal component). The circle is Kasa's algebraic fit (:func:`interp.inspect.geometry.fit_circle`);
+    principal component). The circle is Kasa's algebraic fit (:func:`interp.inspect.tools.geometry.fit_circle`);
     its radius sqrt(c + a^2 + b^2) is the rms distance of the points from the centre.
     """
     X = points.detach().double()
@@ -308,3 +308,13 @@ def circle_report(model, tokens=None, *, case: int | None = None, n: int | None 
     for name, pts in (("keys", v.keys), ("queries", v.queries)):
         out.update({f"{name}_{k}": val for k, val in circle_test(pts).summary().items()})
     return out
+
+
+def r2_text(value, fmt: str = ".4f") -> str:
+    """An R^2 as text: a value at the probes' floor (:data:`R2_FLOOR`, -1)
+    reads ``<= -1 (floored)``, since the true held-out R^2 may be far below it."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if float(value) <= R2_FLOOR:
+        return f"<= {R2_FLOOR:g} (floored)"
+    return format(float(value), fmt)

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from interp.core import tasks
-from interp.inspect import circuits, hooks, labels, probes
+from interp.inspect import vocabulary
+from interp.inspect.tools import circuits, hooks, probes
 from interp.training.files import save_figure, write_file
 
 # ------------------------------------------------------------------------- attention (HTML)
@@ -86,10 +87,10 @@ def mechanism_html(mechanism: str | None) -> str:
     """One line naming a mechanism label and what it means ('' for None)."""
     if mechanism is None:
         return ""
-    if mechanism not in labels.MECHANISMS:
-        raise ValueError(f"mechanism={mechanism!r}; accepted: None or one of {list(labels.MECHANISMS)}")
+    if mechanism not in vocabulary.MECHANISMS:
+        raise ValueError(f"mechanism={mechanism!r}; accepted: None or one of {list(vocabulary.MECHANISMS)}")
     return (f'<p class="mechanism" data-mechanism="{mechanism}"><b>mechanism: {mechanism}</b>'
-            f" &mdash; {html.escape(labels.MECHANISMS[mechanism], quote=False)}</p>\n")
+            f" &mdash; {html.escape(vocabulary.MECHANISMS[mechanism], quote=False)}</p>\n")
 
 
 def token_labels(case: int, n: int, tokens) -> list[str]:
@@ -136,7 +137,7 @@ def attention_views(model, tokens=None, *, case: int | None = None, n: int | Non
                     inputs: int = 3, mechanism: str | None = None, key: str = "view",
                     seed: int = 0) -> str:
     """An HTML fragment: the mechanism line, then per input (``tokens`` [batch, pos], its first
-    ``inputs`` rows; by default :func:`interp.inspect.hooks.sample_inputs` with ``seed``) the
+    ``inputs`` rows; by default :func:`interp.inspect.tools.hooks.sample_inputs` with ``seed``) the
     target, answer, model's answer, the construction's and the model's attended positions, and
     circuitsvis's attention heads. ``key`` makes the element ids unique on a page; the views
     render when the page calls ``renderViews`` (:func:`html_page`)."""
@@ -273,14 +274,14 @@ def plot_circles(model, *, case: int | None = None, n: int | None = None, title:
     for ax, (name, (rows, keys)) in zip(axes, tables.items()):
         probe = probes.probe_table(rows, keys, n=n, source=name)
         circle_axes(ax, rows, keys,
-                    title=f"{name}: R2 {labels.r2_text(probe.r2, '.3f')} at m={probe.m}, N={probe.N}")
+                    title=f"{name}: R2 {probes.r2_text(probe.r2, '.3f')} at m={probe.m}, N={probe.N}")
     if title:
         fig.suptitle(title)
     return fig
 
 
 def plot_circuits(qk, ov, *, title: str = ""):
-    """QK and OV heatmaps (:class:`interp.inspect.circuits.CircuitMatrix` or arrays)."""
+    """QK and OV heatmaps (:class:`interp.inspect.tools.circuits.CircuitMatrix` or arrays)."""
     fig, axes = _figure(2, width=4.6)
     for ax, mat, xl, yl in ((axes[0], qk, "stored key b", "target key a"),
                             (axes[1], ov, "output u", "attended value v")):
@@ -340,11 +341,11 @@ def plot_violins(df, *, value: str = "accuracy", by: str = "d_token", panel: str
                  title: str = ""):
     """Per-seed violins (the paper's Appendix H style): one violin per ``by`` value, seeds as
     dots, means as green bars; one panel per ``panel`` value (e.g. a config label)."""
-    panels = [None] if panel is None else sorted(dict.fromkeys(df[panel]), key=labels.group_sort_key)
+    panels = [None] if panel is None else sorted(dict.fromkeys(df[panel]), key=vocabulary.group_sort_key)
     fig, axes = _figure(len(panels), width=4.2, height=3.2)
     for ax, key in zip(axes, panels):
         sub = df if key is None else df[df[panel] == key]
-        xs = sorted(dict.fromkeys(sub[by]), key=labels.group_sort_key)
+        xs = sorted(dict.fromkeys(sub[by]), key=vocabulary.group_sort_key)
         _violins(ax, [sub[sub[by] == x][value].astype(float).to_numpy() for x in xs], xs)
         ax.set_xlabel(by), ax.set_ylabel(value)
         if key is not None:
@@ -387,6 +388,6 @@ def plot_seed_measures(table, *, measures=("accuracy", "acc_any", "mass", "qk_di
         _violins(ax, [table[table[by] == x][m].astype(float).to_numpy() for x in xs], xs)
         ax.set_title(m, fontsize=9)
         ax.set_xlabel(f"{by} (dots: seeds)", fontsize=8)
-        ax.set_ylabel(labels.axis_label(m), fontsize=8)
+        ax.set_ylabel(vocabulary.axis_label(m), fontsize=8)
     fig.suptitle(title or f"per-seed measures by {by}")
     return fig

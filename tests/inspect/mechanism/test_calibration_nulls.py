@@ -1,4 +1,4 @@
-"""Issue 42's trained nulls (interp.inspect.calibration.trained_nulls): a store's runs with their
+"""Issue 42's trained nulls (interp.inspect.mechanism.calibration.trained_nulls): a store's runs with their
 weights permuted, and its case-4 runs read as case 5. Checked against the store's rows read with
 sqlite3 and the checkpoints' own weights, not against the labeller."""
 
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp.inspect import calibration, hooks
+from interp.inspect.mechanism import calibration
+from interp.inspect.tools import hooks
 from interp.sweeps import driver
 from interp.training import checkpoints
 
@@ -92,7 +93,7 @@ def test_shuffling_keeps_what_the_spec_fixes():
     """f14's W_O = identity is architecture, not a learned weight: a shuffled f14 model keeps it
     (so it still is the model its spec describes), and every learned tensor is permuted."""
     from interp.core import models
-    from interp.inspect import controls
+    from interp.inspect.mechanism import controls
     from interp.training.trainer import TrainConfig, init_model
 
     model = init_model(TrainConfig.paper(case=1, n=5, d_token=8, reading="f14"))

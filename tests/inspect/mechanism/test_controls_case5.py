@@ -1,4 +1,4 @@
-"""Issue 42: the two-layer case-5 controls (:mod:`interp.inspect.controls_case5`).
+"""Issue 42: the two-layer case-5 controls (:mod:`interp.inspect.mechanism.controls_case5`).
 
 References are independent of the labeller: answers are f(i*) computed in plain Python from the
 tables we drew (the token layout checked by hand against the task's contract: key at 2j, value
@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from interp.core import tasks
-from interp.inspect import controls, controls_case5, hooks
+from interp.inspect.mechanism import controls, controls_case5
+from interp.inspect.tools import hooks
 
 NS = (2, 3, 5, 10, 20, 50, 100)
 BUILDERS = {"mirror": controls_case5.mirror_lookup, "one-hot": controls_case5.one_hot_case5}
@@ -144,7 +145,8 @@ def test_widened_controls_keep_their_labels(tmp_path, probe_json):
 
 
 def test_inverted_one_hot_case5_is_labelled_inverted():
-    from interp.inspect import analysis, labels
+    from interp.inspect.mechanism import labels
+    from interp.inspect.studies import analysis
 
     row = analysis.measure(controls_case5.one_hot_case5(10, inverted=True), batch_size=256)
     assert labels.routing(row) == "inverted" and labels.mechanism(row) == "inverted"

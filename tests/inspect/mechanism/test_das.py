@@ -1,4 +1,4 @@
-"""interp.inspect.das: distributed alignment search with a learned rotation, against models whose
+"""interp.inspect.mechanism.das: distributed alignment search with a learned rotation, against models whose
 code's dimension is known from how they were built (not from the principal-axes measure)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from interp.core import constructions, models
-from interp.inspect import codes, controls, das, hooks
+from interp.inspect.mechanism import codes, controls, das
+from interp.inspect.tools import hooks
 
 
 def unread_variance_lookup(n: int = 6, scale: float = 3.0):

@@ -23,7 +23,9 @@ import pytest
 import torch
 
 from interp.core import attention, constructions, models, tasks
-from interp.inspect import analysis, hooks, labels
+from interp.inspect.mechanism import labels
+from interp.inspect.studies import analysis
+from interp.inspect.tools import hooks
 
 MLP_COLUMNS = ("acc_mean_mlp", "acc_zero_mlp", "attn_entropy", "attn_picks_slot", "mlp_role")
 
@@ -316,7 +318,7 @@ def test_mean_ablation_equals_the_mean_added_by_hand():
     (1.0, math.nan, 10, "none"),
 ])
 def test_mlp_role_thresholds(acc, ablated, n, want):
-    from interp.inspect import mlp_measures
+    from interp.inspect.mechanism import mlp_measures
 
     assert mlp_measures.role(acc, ablated, n) == want
 

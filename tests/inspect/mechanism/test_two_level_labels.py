@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from interp.core import constructions, models
-from interp.inspect import calibration, codes, controls, hooks, labels
+from interp.inspect.mechanism import calibration, codes, controls, labels
+from interp.inspect.tools import hooks
 
 
 
@@ -47,7 +48,7 @@ def test_untrained_model_has_no_route(tmp_path, probe_json):
 
 
 def test_inverted_one_hot_is_inverted():
-    from interp.inspect import analysis
+    from interp.inspect.studies import analysis
 
     row = analysis.measure(controls.one_hot_lookup(1, 10, inverted=True), batch_size=256)
     assert labels.routing(row) == "inverted" and labels.mechanism(row) == "inverted"
@@ -87,7 +88,7 @@ def test_plane_geometry_is_blind_to_linear_maps():
 def test_thresholds_come_from_the_committed_calibration():
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "experiments" / "calibration" / "thresholds.json"
+    path = Path(__file__).resolve().parents[3] / "experiments" / "calibration" / "thresholds.json"
     assert json.loads(path.read_text()) == calibration.THRESHOLDS
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from interp import cli
 from interp.core import constructions, models
-from interp.inspect import analysis, hooks
+from interp.inspect.studies import analysis
+from interp.inspect.tools import hooks
 from interp.training import checkpoints
 from interp.sweeps import store
 from interp.training.trainer import TrainConfig
@@ -173,7 +174,7 @@ def test_anti_frac_of_a_negated_construction():
     the diagonal (an independent hand-made inverted circuit)."""
     import torch
 
-    from interp.inspect import circuits
+    from interp.inspect.tools import circuits
 
     model = constructions.build(3, 6)
     with torch.no_grad():
@@ -202,7 +203,7 @@ def test_every_measure_has_a_legend_line_and_the_verdict_names_the_mechanism():
     """labels.describe covers every column measure() writes, in every case (a new measure
     without a legend line fails here), and an inverted model's verdict says so."""
     from interp.core import constructions
-    from interp.inspect import labels
+    from interp.inspect.mechanism import labels
 
     for case in (1, 2, 4, 5):  # case 5's construction has two layers
         model = constructions.build(case, 5)

@@ -2,7 +2,7 @@
 they should be, the cache), its architecture names, and its figures read off the Figure objects.
 
 References: the store's own rows (:func:`interp.sweeps.store.read`), the outcome thresholds of
-PREDICTIONS.md written out here, :func:`interp.inspect.analysis.measure` called directly on the
+PREDICTIONS.md written out here, :func:`interp.inspect.mechanism.measure.measure` called directly on the
 checkpoint, and success fractions and step lines computed by hand from hand-made tables.
 """
 
@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp.inspect import analysis, atlas, atlas_figures, labels
+from interp.inspect.mechanism import labels
+from interp.inspect.studies import analysis, atlas, atlas_figures
 from interp.sweeps import driver as sweeps, store
 from interp.training import checkpoints, machine
 
@@ -431,7 +432,7 @@ def test_rows_of_an_older_measures_version_are_reused_only_where_still_valid(bui
     measured again, and a version no rule covers sends every row to be measured."""
     import re
 
-    from interp.inspect import atlas_cache
+    from interp.inspect.studies import atlas_cache
 
     measured = built[built.outcome != "failed"]
     old = built.copy()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ATLAS = Path(__file__).resolve().parents[2] / "experiments" / "atlas"
+ATLAS = Path(__file__).resolve().parents[3] / "experiments" / "atlas"
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_the_atlas_mlp_4x_is_the_screens_reading_field_for_field(grid, reading, 
     MLP architecture would be named under that reading."""
     import dataclasses
 
-    from interp.inspect import atlas
+    from interp.inspect.studies import atlas
 
     design = _screen_design()
     levels, mlp_level = design._declared(combination)
@@ -100,7 +100,7 @@ def test_the_atlas_mlp_4x_is_the_screens_reading_field_for_field(grid, reading, 
 def test_named_readings_are_the_screens_combinations(grid):
     """atlas.NAMED's f14 is the screen's f14, every factor off its default (design.FACTORS), and
     grid.PLACEMENT puts its MLP where the screen's MLP level does."""
-    from interp.inspect import atlas
+    from interp.inspect.studies import atlas
 
     design = _screen_design()
     assert set(grid.PLACEMENT) == {None, *atlas.NAMED}
@@ -117,7 +117,7 @@ def test_the_atlas_reading_follows_the_screens_gate():
     gate decided (score.py writes it); atlas_predictions.MLP_READING must say the same: the
     replacing combination, or None while the gate waits or keeps mlp-4x. This fails on the day
     the gate decides until the switch is made (and PREDICTIONS.md's quoted costs regenerated)."""
-    from interp.inspect import atlas_predictions
+    from interp.inspect.studies import atlas_predictions
 
     text = (ATLAS.parent / "readings" / "screen" / "scores.md").read_text()
     decision = re.search(r"^Decision: (.*)$", text, re.M)
@@ -153,7 +153,7 @@ def test_run_core_trains_by_the_gate_and_a_fresh_store_starts_from_the_committed
     again from those rows trains nothing twice."""
     import subprocess
 
-    from interp.inspect.atlas_predictions import MLP_READING
+    from interp.inspect.studies.atlas_predictions import MLP_READING
     from interp.sweeps.store import Store
 
     keep = "f14 does not beat a-every-4d: mlp-4x stays."

@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 
-from interp.inspect import atlas_levels
+from interp.inspect.studies import atlas_levels
 
 
 def _row(outcome, routing, code="unmeasured", key_code="unmeasured", dim=math.nan, case=3):

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from interp.inspect import atlas_predictions as ap
+from interp.inspect.studies import atlas_predictions as ap
 
 ATTN, MLP = ap.ATTN, ap.MLP  # "mlp-4x[f14]": the reading the atlas runs (Amended 6)
 
@@ -336,7 +336,7 @@ def test_p2_counts_measured_successes_toward_its_five_per_n():
 def test_every_prediction_states_its_reading_and_the_atlas_prints_them():
     """Each prediction's reading of its declaration reaches the output (atlas.md), as does every
     shared reading, so a reader sees how an ambiguous definition was read without the code."""
-    from interp.inspect import atlas
+    from interp.inspect.studies import atlas
 
     preds = ap.predictions(table([seed()]))
     assert all(len(p["reading"]) > 40 and "``" not in p["reading"] for p in preds)

@@ -15,9 +15,10 @@ from html.parser import HTMLParser
 import pytest
 import torch
 
-from interp.inspect import labels
+from interp.inspect.mechanism import labels
 from interp.core import constructions, models
-from interp.inspect import analysis, explore, hooks, viz
+from interp.inspect.studies import analysis, explore
+from interp.inspect.tools import hooks, viz
 from interp.training import checkpoints
 from interp.sweeps import store
 from interp.training.trainer import TrainConfig

@@ -20,7 +20,7 @@ from html.parser import HTMLParser
 import pytest
 
 from interp import cli
-from interp.inspect import explore
+from interp.inspect.studies import explore
 from interp.training.trainer import TrainConfig
 from test_explore import _chromium, make_store  # tests/inspect is on sys.path (pytest rootdir)
 

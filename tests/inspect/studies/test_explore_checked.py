@@ -20,7 +20,7 @@ from html.parser import HTMLParser
 import pytest
 
 from interp.core import models
-from interp.inspect import explore
+from interp.inspect.studies import explore
 from interp.sweeps import store
 from interp.training import checkpoints
 from interp.training.trainer import TrainConfig
@@ -155,7 +155,7 @@ def test_an_atlas_older_than_its_store_is_marked(tmp_path):
 def test_an_atlas_row_of_an_earlier_training_is_marked_older(tmp_path):
     """Issue 43's remainder: the atlas lists every run, but one row's checksum digest is not the
     store's (the run was retrained after the atlas): the page says the atlas is older."""
-    from interp.inspect import atlas_cache, explore_atlas
+    from interp.inspect.studies import atlas_cache, explore_atlas
     from interp.sweeps import store
 
     path = _store(tmp_path / "sweep")

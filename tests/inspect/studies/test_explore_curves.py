@@ -20,7 +20,8 @@ import subprocess
 import pytest
 
 from interp.core import models
-from interp.inspect import explore, hooks
+from interp.inspect.studies import explore
+from interp.inspect.tools import hooks
 from interp.sweeps import store
 from interp.training import checkpoints
 from interp.training.trainer import TrainConfig

@@ -9,7 +9,8 @@ from html.parser import HTMLParser
 from safetensors.torch import load_file, save_file
 
 from interp.core import models
-from interp.inspect import explore, hooks
+from interp.inspect.studies import explore
+from interp.inspect.tools import hooks
 from interp.training import checkpoints
 from interp.sweeps import store
 from interp.training.trainer import TrainConfig

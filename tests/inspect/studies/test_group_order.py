@@ -10,7 +10,9 @@ import re
 import pytest
 
 from interp.core import models
-from interp.inspect import analysis, explore, hooks, labels
+from interp.inspect.mechanism import labels
+from interp.inspect.studies import analysis, explore
+from interp.inspect.tools import hooks
 from interp.sweeps import store
 from interp.training import checkpoints
 from interp.training.trainer import TrainConfig

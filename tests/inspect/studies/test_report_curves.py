@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from interp import cli
-from interp.inspect import curves
+from interp.inspect.tools import curves
 from interp.sweeps import driver, report, store
 from interp.training import files
 from interp.training.trainer import TrainConfig

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import interp
-from interp.inspect import timelines
+from interp.inspect.studies import timelines
 from interp.training import checkpoints, snapshots
 from interp.training.runs import TrainConfig, evaluate_accuracy, init_model
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from interp.core import constructions, models
-from interp.inspect import circuits, hooks
+from interp.inspect.tools import circuits, hooks
 
 D_HEAD = {1: 2, 2: 2, 3: 2, 4: 2, 5: 3}
 

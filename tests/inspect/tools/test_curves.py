@@ -1,4 +1,4 @@
-"""interp curves / interp.inspect.curves: the drawn lines and stop markers checked against the
+"""interp curves / interp.inspect.tools.curves: the drawn lines and stop markers checked against the
 store's rows read with sqlite3 directly (steps, curve, status), not through interp's reader."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from interp.cli import main
-from interp.inspect import curves
+from interp.inspect.tools import curves
 from interp.sweeps import driver
 
 # case 3, n = 4: at d_token 16 every seed goes below the stop loss 1.3 within 60 steps (a dot),

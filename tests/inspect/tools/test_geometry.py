@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from interp.core import constructions, models
-from interp.inspect import circuits, geometry, hooks, probes
+from interp.inspect.tools import circuits, geometry, hooks, probes
 from interp.training.runs import TrainConfig, init_model
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from interp.core import constructions, models, tasks
-from interp.inspect import hooks
+from interp.inspect.tools import hooks
 
 CASES = [1, 2, 3, 4, 5]
 
@@ -143,7 +143,8 @@ def test_the_case_comes_from_the_model_and_case_is_checked_when_given():
 
 def _old_calls(tmp_path):
     """Calls in the old convention, ``f(model, case, n, ...)`` (and ``case`` after tokens)."""
-    from interp.inspect import analysis, circuits, geometry, interventions, notebook, probes, viz
+    from interp.inspect.studies import analysis
+    from interp.inspect.tools import circuits, geometry, interventions, notebook, probes, viz
 
     m, t = constructions.build(3, 5), hooks.sample_inputs(3, 5, 8)
     return {

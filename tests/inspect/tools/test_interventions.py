@@ -1,12 +1,12 @@
-"""interp.inspect.interventions, each against a TransformerLens computation done by hand
+"""interp.inspect.tools.interventions, each against a TransformerLens computation done by hand
 (``run_with_cache`` / ``run_with_hooks``) or the plain-Python evaluator."""
 
 import pytest
 import torch
 
 from interp.core import constructions, models, tasks
-from interp.inspect import hooks
-from interp.inspect import interventions as iv
+from interp.inspect.tools import hooks
+from interp.inspect.tools import interventions as iv
 
 
 def _batch(case, n, count=12, seed=0):

@@ -1,4 +1,4 @@
-"""interp.inspect.notebook's views: each shows as two outputs, circuitsvis's HTML and a PNG of
+"""interp.inspect.tools.notebook's views: each shows as two outputs, circuitsvis's HTML and a PNG of
 the same attention patterns (what a static renderer such as GitHub shows). The PNG is decoded
 with Pillow, not by the code that wrote it, and compared with the patterns read through hooks."""
 
@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from interp.core import attention, constructions
-from interp.inspect import hooks, notebook
+from interp.inspect.tools import hooks, notebook
 
 #: the most a view's picture may weigh, in bytes (the brief of issue 26: small committed outputs)
 MAX_PNG = 60_000

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from interp.core import constructions, models
-from interp.inspect import probes
+from interp.inspect.tools import probes
 
 #: the number of angles each construction uses (constructions.py docstrings, the paper's proofs)
 ANGLES = {1: "n+1", 2: "n", 3: "n", 4: "n", 5: "n+1"}

@@ -10,7 +10,7 @@ import torch
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import KFold, cross_val_predict
 
-from interp.inspect import probes
+from interp.inspect.tools import probes
 
 TOL = 1e-9
 

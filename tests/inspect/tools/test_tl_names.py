@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from interp.core import constructions, forward, models, tasks
-from interp.inspect import circuits, hooks
-from interp.inspect import interventions as iv
+from interp.inspect.tools import circuits, hooks
+from interp.inspect.tools import interventions as iv
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

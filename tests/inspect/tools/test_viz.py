@@ -8,9 +8,9 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from interp.inspect import labels
+from interp.inspect.mechanism import labels
 from interp.core import constructions, models
-from interp.inspect import hooks, viz
+from interp.inspect.tools import hooks, viz
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
