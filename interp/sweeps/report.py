@@ -22,6 +22,7 @@ from pathlib import Path
 
 from interp.sweeps import store as store_mod
 from interp.sweeps.folders import Sweep
+from interp.sweeps.report_check import check_lines, md_text
 from interp.sweeps.report_table import _extra_cols, _isnan, _none, _ordered_unique, _rows
 from interp.sweeps.report_table import cells as cells
 from interp.sweeps.report_table import paper_table as paper_table
@@ -74,10 +75,11 @@ def markdown(sweep: Sweep, table, *, sweeps_log=None, store: Path | None = None,
     layout = sweep.layout
     has_paper = "paper_max" in table and table["paper_max"].notna().any()
     label_cols = [*layout.rows] + [c for c in table.columns if c in _extra_cols(table, layout)]
-    lines = [f"# {layout.title or sweep.name}", ""]
+    lines = [f"# {md_text(layout.title or sweep.name)}", ""]
     lines += _status_lines(table, has_paper)
     lines += _table_lines(table, layout, label_cols, has_paper)
-    if has_paper:
+    if has_paper:  # the test first (issue 53), then the within-5 count: a count, not a test
+        lines += check_lines(sweep, table, [md_text(_label(r, label_cols, layout)) for _, r in table.iterrows()])
         lines += _within_lines(table, layout, label_cols)
     lines += _detail_lines(table, layout, label_cols)
     if curves is not None:
@@ -117,7 +119,7 @@ def _table_lines(table, layout, label_cols: list[str], has_paper: bool) -> list[
              "|" + "|".join(["---"] * len(label_cols) + ["--:"] * (len(head) - len(label_cols))) + "|"]
     for rk, group in _rows(table, layout):
         first = group.iloc[0]
-        vals = [str(first[c]) if first[c] is not None else "" for c in label_cols]
+        vals = [md_text(first[c]) if first[c] is not None else "" for c in label_cols]
         byc = {r[layout.column]: r for _, r in group.iterrows()}
         for ck in col_keys:
             r = byc.get(ck)
@@ -139,13 +141,13 @@ def _within_lines(table, layout, label_cols: list[str]) -> list[str]:
         return []
     largest = both.reindex(both["diff_avg"].abs().sort_values(ascending=False).index).head(5)
     return [
-        f"Over the {len(both)} cells with results: mean |ours − paper| is "
+        f"A count, not a test (the test is above). Over the {len(both)} cells with results: mean |ours − paper| is "
         f"{both['diff_max'].abs().mean():.2f} points for max and "
         f"{both['diff_avg'].abs().mean():.2f} for avg; "
         f"{int((both['diff_max'].abs() <= 5).sum())} of {len(both)} maxima and "
         f"{int((both['diff_avg'].abs() <= 5).sum())} of {len(both)} averages are within 5 points. "
         f"Largest differences (avg): " + "; ".join(
-            f"{_label(r, label_cols, layout)}: {r['diff_avg']:+.1f}" for _, r in largest.iterrows()
+            f"{md_text(_label(r, label_cols, layout))}: {r['diff_avg']:+.1f}" for _, r in largest.iterrows()
         ) + ".",
         "",
     ]
@@ -165,8 +167,8 @@ def _detail_lines(table, layout, label_cols: list[str]) -> list[str]:
         seeds = ", ".join(f"{s}: {a:.2f}" for s, a in zip(r["seeds"], r["accuracies"])) or "—"
         failed = f" ({r['failed']} failed)" if r["failed"] else ""
         lines.append("| " + " | ".join(
-            [str(r[c]) if r[c] is not None else "" for c in label_cols]
-            + [str(r[layout.column]), f"{r['runs']}/{r['declared']}{failed}", seeds,
+            [md_text(r[c]) if r[c] is not None else "" for c in label_cols]
+            + [md_text(r[layout.column]), f"{r['runs']}/{r['declared']}{failed}", seeds,
                f"{r['chance']:.2f}", "—" if _none(r["steps"]) is None else f"{r['steps']:.0f}",
                f"{_fmt_s(r.get('seconds'))} / {_fmt_s(r.get('cpu_seconds'))}"]
         ) + " |")
@@ -224,7 +226,7 @@ def _failed_lines(table) -> list[str]:
         return []
     return ["## Failed runs", "",
             f"{len(failures)} run(s) failed; `interp sweep --retry-failed` on this folder trains them "
-            "again:", "", *(f"- `{name}` (seed {seed}): {status}" for seed, name, status in failures), ""]
+            "again:", "", *(f"- `{name}` (seed {seed}): {md_text(status)}" for seed, name, status in failures), ""]
 
 
 def _fmt_s(x) -> str:
