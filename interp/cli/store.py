@@ -1,9 +1,13 @@
 """interp store verify STORE: check a results store and its checkpoints, naming what is wrong.
 interp store rows STORE DEST: write DEST, STORE's rows without checkpoints, to commit or carry.
 
-``store verify`` also reports orphaned progress files (``<store folder>/progress/``: runs no
-longer in configs.py, runs all stored, files set aside as damaged; :mod:`interp.sweeps.orphans`),
-and ``--remove-orphans`` deletes them.
+``store verify`` also compares every run's row with its checkpoint's ``config.json`` (its
+config, recorded metrics and shape; ``--measure``: the model loaded and its accuracy measured
+again, :mod:`interp.sweeps.store_evidence`), checks every saved timeline (its seal, snapshots
+and manifest against the run), and reports orphaned progress files (``<store folder>/progress/``:
+runs no longer in configs.py, runs all stored, files set aside as damaged;
+:mod:`interp.sweeps.orphans`) and temporary timeline folders a killed ``interp timeline`` left;
+``--remove-orphans`` deletes those.
 
 STORE: a store file, a sweep folder or an ``interp train`` folder
 (:func:`interp.sweeps.frame.find_store`)."""
@@ -24,7 +28,11 @@ def add_arguments(p) -> None:
                         "(default: DIR when the store is DIR/results/<store>)")
     v.add_argument("--remove-orphans", action="store_true",
                    help="delete the orphaned progress files it reports (runs no longer in configs.py, runs "
-                        "all stored, files set aside as damaged); a resumable group's file is never removed")
+                        "all stored, files set aside as damaged) and the temporary timeline folders a killed "
+                        "`interp timeline` left in run folders; a resumable group's file is never removed")
+    v.add_argument("--measure", action="store_true",
+                   help="also load every run's model and measure its test accuracy again against the row's "
+                        "(slower: a model per run); without it the row is compared with config.json only")
     r = sub.add_parser("rows", help="write DEST: the store's rows without checkpoints (its runs count as trained, "
                        "cannot be loaded); a consistent copy while a sweep writes, e.g. to commit to git")
     r.add_argument("store", help="a results store or its sweep folder")
@@ -47,25 +55,44 @@ def run(args) -> int:
         return 0
     counts = store.verify(path)  # rows: an edited or corrupt row raises, naming the run
     damaged = store.checkpoint_problems(path)
+    disagree = {k: v for k, v in store.cross_check(path, measure=args.measure).items() if k not in damaged}
+    timelines, stale = store.timeline_problems(path)
     found = orphaned(path, args.sweep)
     removed = remove(found) if args.remove_orphans else []
+    removed += remove_folders(stale) if args.remove_orphans else []
     if args.json:
-        print(json.dumps(dict(counts, damaged=damaged, store=str(path),
-                              orphans={str(p): why for p, why in found.items()},
+        print(json.dumps(dict(counts, damaged=damaged, disagree=disagree, timelines=timelines, store=str(path),
+                              orphans={str(p): why for p, why in found.items()}, stale=[str(p) for p in stale],
                               removed=[str(p) for p in removed]), indent=1))
     else:
-        print(f"{path}: {counts['verified']} row(s) verified, {counts['unverified']} without a "
-              f"checksum (older store), {len(damaged)} with a missing or corrupt checkpoint"
-              + (f", {len(found)} orphaned progress file(s)" if found else ""))
-        for name, why in sorted(damaged.items()):
-            print(f"  {name}: {why}", file=sys.stderr)
-        if damaged:
-            print("`interp sweep` on the sweep's folder retrains them", file=sys.stderr)
-        for p, why in found.items():
-            print(f"  {'removed ' if p in removed else ''}progress file {p}: {why}", file=sys.stderr)
-        if found and not args.remove_orphans:
-            print(f"`interp store verify {args.store} --remove-orphans` removes them", file=sys.stderr)
-    return 1 if damaged else 0
+        say(path, args, counts, damaged, disagree, timelines, found, stale, removed)
+    return 1 if damaged or disagree or timelines else 0
+
+
+def say(path, args, counts, damaged, disagree, timelines, found, stale, removed) -> None:
+    """``store verify``'s summary line on stdout, a line per problem on stderr."""
+    print(f"{path}: {counts['verified']} row(s) verified, {counts['unverified']} without a "
+          f"checksum (older store), {len(damaged)} with a missing or corrupt checkpoint, "
+          f"{len(disagree)} whose checkpoint disagrees with the row"
+          f"{' (accuracies measured again)' if args.measure else ''}, {len(timelines)} with a bad timeline"
+          + (f", {len(found)} orphaned progress file(s)" if found else "")
+          + (f", {len(stale)} temporary timeline folder(s) left by a killed write" if stale else ""))
+    for name, why in sorted(damaged.items()):
+        print(f"  {name}: {why}", file=sys.stderr)
+    for name, why in sorted(disagree.items()):
+        print(f"  {name}: {why}", file=sys.stderr)
+    if damaged or disagree:
+        print("`interp sweep` on the sweep's folder retrains runs with a missing or corrupt checkpoint; "
+              "a checkpoint that disagrees with its row is skipped by every reader", file=sys.stderr)
+    for name, why in sorted(timelines.items()):
+        print(f"  {name}: {why}", file=sys.stderr)
+    for p, why in found.items():
+        print(f"  {'removed ' if p in removed else ''}progress file {p}: {why}", file=sys.stderr)
+    for p in stale:
+        print(f"  {'removed ' if p in removed else ''}temporary timeline folder {p} (a killed `interp timeline`)",
+              file=sys.stderr)
+    if (found or stale) and not args.remove_orphans:
+        print(f"`interp store verify {args.store} --remove-orphans` removes them", file=sys.stderr)
 
 
 def orphaned(path, sweep_dir=None) -> dict:
@@ -92,5 +119,23 @@ def remove(found: dict) -> list:
             continue
         except OSError as e:
             raise ValueError(problem(p, e)) from None
+        removed.append(p)
+    return removed
+
+
+def remove_folders(folders) -> list:
+    """Delete the folders ``folders`` (temporary timeline folders); those removed."""
+    import shutil
+
+    from interp.training.files import problem
+
+    removed = []
+    for p in folders:
+        try:
+            shutil.rmtree(p)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise ValueError(problem(getattr(e, "filename", None) or p, e)) from None
         removed.append(p)
     return removed

@@ -9,6 +9,8 @@
   ``Store``, naming the rest; :mod:`~interp.sweeps.store_schema` - the formats the writer and
   the readers share (schema, row checksums, recognising a store);
   :mod:`~interp.sweeps.store_read` - the readers (``read``, ``verify``, ``read_sweeps``);
+  :mod:`~interp.sweeps.store_evidence` - a run's row, ``config.json`` and model cross-checked
+  before a reader shows it (``checked_model``, ``cross_check``);
   :mod:`~interp.sweeps.frame` - ``read_runs``: a store's runs as one DataFrame (``interp.read_runs``);
   :mod:`~interp.sweeps.store_files` - the files beside it: the driver's folder lock and pid
   file, recognising a store before any write; :mod:`~interp.sweeps.orphans` - progress files

@@ -7,7 +7,9 @@ Layout on disk (``DIR/results/`` by default, see :mod:`interp.sweeps.driver`)::
 
 The store's formats (the schema of ``runs`` and ``sweeps``, the row checksums, what a store
 file is) are in :mod:`interp.sweeps.store_schema`, its readers (:func:`read`, :func:`verify`,
-:func:`read_sweeps`, :func:`checkpoint_problems`) in :mod:`interp.sweeps.store_read`; this
+:func:`read_sweeps`, :func:`checkpoint_problems`) in :mod:`interp.sweeps.store_read`, the
+cross-checks of a run's evidence (:func:`checked_model`, :func:`cross_check`) in
+:mod:`interp.sweeps.store_evidence`; this
 module holds the writer, :class:`Store`, with its in-place migration of older stores, and
 names all of them, so ``from interp.sweeps import store`` gives the whole store.
 
@@ -43,6 +45,13 @@ from interp.sweeps.store_read import checkpoint_problems as checkpoint_problems
 from interp.sweeps.store_read import read as read
 from interp.sweeps.store_read import read_sweeps as read_sweeps
 from interp.sweeps.store_read import verify as verify
+from interp.sweeps.store_read import metrics_problem as metrics_problem
+from interp.sweeps.store_read import shape_problem as shape_problem
+# the cross-checks of a run's evidence (issue 55), re-exported likewise
+from interp.sweeps.store_evidence import checked_model as checked_model
+from interp.sweeps.store_evidence import cross_check as cross_check
+from interp.sweeps.store_evidence import store_of_folder as store_of_folder
+from interp.sweeps.store_evidence import timeline_problems as timeline_problems
 from interp.sweeps.store_schema import (  # noqa: F401 - re-exported
     _LATER, _SCHEMA, APPLICATION_ID, DIGEST_COLUMN, EXTRA_COLUMNS, EXTRA_DIGEST, RUN_COLUMNS,
     SCHEMA_VERSION, SWEEP_COLUMNS, RunRecord, extra_digest, identify, now, recognise,

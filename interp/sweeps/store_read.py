@@ -11,6 +11,7 @@ snapshot; the formats are :mod:`interp.sweeps.store_schema`'s.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 from contextlib import closing
@@ -236,10 +237,19 @@ def checked_checkpoint(store_path: str | os.PathLike, row) -> Path:
        the same ``case``, ``n``, ``d_token``, ``n_layers``, ``pos_embed`` and ``d_mlp`` as the
        row's config (a checkpoint of another case or shape is refused naming the field), then
        the same whole config (seed and protocol included, compared as canonical
-       ``TrainConfig`` objects), even when the store's checksums were recomputed over it.
+       ``TrainConfig`` objects), even when the store's checksums were recomputed over it;
+    4. the run's metrics that ``config.json`` recorded when the run was saved (``result``: its
+       status, steps and test accuracy) are the row's: a row whose accuracy was edited, its
+       checksums recomputed, is refused here (issue 55);
+    5. the model ``config.json`` describes (its ``hooked_config``: layers, widths, vocabulary,
+       context) is the one the row's config builds: a checkpoint of another shape whose
+       ``train_config`` was edited to match the row is refused here (its weights must fit what
+       ``config.json`` describes to load at all, so the chain weights, ``config.json``, row holds).
 
     Returns the folder (a ``Path``); it does not load the weights (``checkpoints.load`` then
-    checks that they are finite and fit the model described). Reads only.
+    checks that they are finite and fit the model described;
+    :func:`interp.sweeps.store_evidence.checked_model` does that and measures the accuracy
+    again). Reads only.
     """
     get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
     name = str(get("name"))
@@ -250,7 +260,7 @@ def checked_checkpoint(store_path: str | os.PathLike, row) -> Path:
     if not folder.is_dir():
         raise CheckpointMismatch(name, folder, "the folder is missing")
     _check_files(name, folder, get("checksums"))
-    _check_config(name, folder, get("config"))
+    _check_config(name, folder, get)
     return folder
 
 
@@ -268,8 +278,8 @@ def _check_files(name: str, folder: Path, sums) -> None:
                                                        "(replaced, swapped with another run's, or corrupt)")
 
 
-def _check_config(name: str, folder: Path, stored) -> None:
-    """:func:`checked_checkpoint`'s step 3: config.json against its weights and the row's config."""
+def _check_config(name: str, folder: Path, get) -> None:
+    """:func:`checked_checkpoint`'s steps 3-5: config.json against its weights and the row."""
     from interp.training.checkpoints import CONFIG, WEIGHTS, read_meta
     from interp.training.runs import TrainConfig
 
@@ -279,7 +289,7 @@ def _check_config(name: str, folder: Path, stored) -> None:
         raise CheckpointMismatch(name, folder, str(e)) from None
     if sha256((folder / WEIGHTS).read_bytes()) != meta.get("sha256"):
         raise CheckpointMismatch(name, folder, f"{WEIGHTS} does not match the sha256 in its {CONFIG}")
-    own = meta.get("train_config")
+    own, stored = meta.get("train_config"), get("config")
     if isinstance(stored, str):
         stored = json.loads(stored)
     if isinstance(own, dict) and isinstance(stored, dict):
@@ -294,3 +304,78 @@ def _check_config(name: str, folder: Path, stored) -> None:
         if theirs != ours:  # canonical configs compared, not names: a name of an older interp stays valid
             raise CheckpointMismatch(name, folder, f"its {CONFIG} is run {theirs.name()}'s ({theirs.label()}), "
                                                    f"not this run's ({ours.label()})")
+    problem = metrics_problem(meta.get("result"), get)
+    if problem is None and isinstance(stored, dict):
+        model = meta.get("model") or {}
+        described, spec = model.get("hooked_config"), model.get("spec")
+        if isinstance(described, dict):
+            problem = shape_problem(described, stored, spec if isinstance(spec, dict) else None)
+    if problem is not None:
+        raise CheckpointMismatch(name, folder, f"{problem} ({CONFIG} and the store row disagree)")
+
+
+#: the model's shape as the row's config fixes it: the HookedTransformerConfig fields that size its
+#: weights, but the head's width (the paper's constructions use a narrower head than a trained
+#: model of the same d_model; a model with a spec has its head compared through the spec)
+SHAPE = ("n_layers", "d_model", "n_ctx", "d_vocab", "d_vocab_out", "attn_only", "d_mlp")
+
+
+def shape_problem(described, config, spec=None) -> str | None:
+    """How the model ``described`` (a checkpoint's ``hooked_config`` dict, or a model's
+    HookedTransformerConfig) differs in shape (:data:`SHAPE`; ``d_mlp`` only with an MLP) from
+    the one the run ``config`` (a TrainConfig, or its dict) builds, or how its architecture
+    ``spec`` (a ModelSpec or its dict, where the model has one) differs from the config's; None
+    when neither does."""
+    import dataclasses
+
+    from interp.core import models
+    from interp.training.runs import TrainConfig
+
+    config = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(dict(config))
+    want = models.hooked_config(config.spec)
+    get = described.get if isinstance(described, dict) else (lambda k, d=None: getattr(described, k, d))
+    for key in SHAPE:
+        if key == "d_mlp" and (want.attn_only or get("attn_only", want.attn_only)):
+            continue
+        have = get(key, getattr(want, key))
+        if have != getattr(want, key):
+            return (f"the model is of {key}={have!r}, the store's run ({config.label()}) builds "
+                    f"{key}={getattr(want, key)!r}")
+    if spec is not None:
+        have = spec if isinstance(spec, dict) else dataclasses.asdict(spec)
+        ours = dataclasses.asdict(config.spec)
+        for key, value in ours.items():
+            if key in have and json.dumps(have[key], default=str) != json.dumps(value, default=str):
+                return (f"the model's spec is of {key}={have[key]!r}, the store's run ({config.label()}) "
+                        f"has {key}={value!r}")
+    return None
+
+
+def metrics_problem(result, get) -> str | None:
+    """How a checkpoint's recorded metrics (``config.json``'s ``result``: accuracy, steps,
+    status) differ from the store row's (``get``: the row's field getter); None when they agree
+    or the checkpoint recorded none (a bare model's). Both were written from the same training
+    result, so the accuracy is compared exactly (to 1e-12)."""
+    if not isinstance(result, dict):
+        return None
+    for key in ("status", "steps", "accuracy"):
+        mine, theirs = get(key), result.get(key)
+        if mine is None or theirs is None or _missing(mine) or _missing(theirs):
+            continue
+        try:
+            same = str(mine) == str(theirs) if key == "status" else abs(float(mine) - float(theirs)) <= 1e-12
+        except (TypeError, ValueError):
+            same = False
+        if same:
+            continue
+        shown = (lambda x: repr(str(x))) if key == "status" else (lambda x: repr(float(x)) if key == "accuracy"
+                                                                   else repr(int(float(x))))
+        try:
+            return f"its recorded {key} is {shown(theirs)}, the store row's {shown(mine)}"
+        except (TypeError, ValueError):
+            return f"its recorded {key} is {theirs!r}, the store row's {mine!r}"
+    return None
+
+
+def _missing(x) -> bool:
+    return isinstance(x, float) and math.isnan(x)

@@ -110,3 +110,88 @@ def test_a_timeline_of_another_run_is_refused(saved, tmp_path):
     (dest / "timeline" / "manifest.json").write_text("{")
     with pytest.raises(ValueError, match="truncated or corrupt"):
         snapshots.load_snapshots(dest)
+
+
+# ------------------------------------------------------------------ issue 55: sealed and cross-checked
+
+
+def _edit_manifest(dest, edit, *, reseal: bool):
+    import json
+
+    path = dest / "timeline" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    edit(manifest)
+    if reseal:  # the forger recomputes the seal (a plain sha256)
+        manifest["seal"] = snapshots.manifest_seal(manifest)
+    path.write_text(json.dumps(manifest))
+
+
+def test_an_edited_manifest_fails_its_seal(saved, tmp_path):
+    folder, snaps = saved
+    dest = _copy(folder, tmp_path)
+    _edit_manifest(dest, lambda m: m.update(plateau_exit=6), reseal=False)
+    with pytest.raises(ValueError, match=rf"run {dest}: timeline/manifest.json does not match its seal"):
+        snapshots.load_snapshots(dest)
+
+
+@pytest.mark.parametrize("reseal", [True, False], ids=["resealed", "legacy-unsealed"])
+def test_a_forged_manifest_is_caught_by_the_runs_own_record(saved, tmp_path, reseal):
+    """The seal recomputed (or removed, as a manifest written before seals): the plateau exit,
+    a loss, the steps list are compared with the checkpoint's recorded result (its curve and
+    steps, read here from config.json by hand)."""
+    import json
+
+    folder, snaps = saved
+    result = json.loads((folder / "config.json").read_text())["result"]
+    curve = {int(s): v for s, v in result["curve"]}
+    strip = (lambda m: m.pop("seal")) if not reseal else (lambda m: None)
+    steps = sorted(snaps)
+    forgeries = {
+        "plateau exit": lambda m: m.update(plateau_exit=(m["plateau_exit"] or 0) + 1),
+        "loss": lambda m: m["losses"].update({"0": 5.0}),  # step 0 holds step 1's loss
+        "steps": lambda m: m.update(steps=steps[:-1], sha256={k: v for k, v in m["sha256"].items()
+                                                             if k != snapshots.file_name(steps[-1])}),
+    }
+    assert 1 in curve and steps[-1] == result["steps"]
+    for what, edit in forgeries.items():
+        dest = _copy(folder, tmp_path / what.replace(" ", "-"))
+        _edit_manifest(dest, lambda m: (edit(m), strip(m)), reseal=reseal)
+        with pytest.raises(ValueError, match=rf"run {dest}: timeline/manifest.json "
+                                             r"(says plateau exit|says loss 5.0 at step 0|does not list step-)"):
+            snapshots.load_snapshots(dest)
+    dest = _copy(folder, tmp_path / "kept")
+    _edit_manifest(dest, strip, reseal=reseal)  # unchanged but for the seal: read as it is
+    assert sorted(snapshots.load_snapshots(dest)) == steps
+
+
+def test_a_timeline_elsewhere_is_checked_against_its_checkpoint(saved, tmp_path):
+    folder, snaps = saved
+    into = tmp_path / "out" / "snapshots" / "run"
+    assert snapshots.save_snapshots(folder, snaps, into=into) == into
+    assert snapshots.has_snapshots(folder, into) and sorted(snapshots.load_snapshots(folder, into)) == sorted(snaps)
+    other = snapshots.SeedSnapshots(dict(snaps), config=snaps.config.replace(seed=7), losses=snaps.losses)
+    snapshots.save_snapshots(tmp_path / "x", other, into=into)
+    with pytest.raises(ValueError, match=rf"run {folder}: {into}/manifest.json holds the snapshots of another run"):
+        snapshots.load_snapshots(folder, into)
+
+
+def test_a_failed_write_names_the_folder_and_leaves_nothing(saved, tmp_path, monkeypatch):
+    import errno
+
+    from interp.training import files
+
+    folder, snaps = saved
+    dest = _copy(folder, tmp_path)
+    import shutil
+
+    shutil.rmtree(dest / "timeline")
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")  # as write() raises it: no file named
+
+    monkeypatch.setattr(files, "write_synced", full)
+    with pytest.raises(ValueError, match=rf"^{dest / 'timeline'}: the disk is full"):
+        snapshots.save_snapshots(dest, snaps)
+    assert not snapshots.has_snapshots(dest) and snapshots.stale_temporaries(dest) == []
+    (dest / ".timeline.tmp-0123abcd").mkdir()  # what a SIGKILL mid-write leaves
+    assert snapshots.stale_temporaries(dest) == [dest / ".timeline.tmp-0123abcd"]
