@@ -159,6 +159,29 @@ def table_claims() -> list[Claim]:
     ]
 
 
+def check_claims() -> list[Claim]:
+    """Issue 53's test of the paper's numbers, cell by cell (``experiments/paper-check/check.md``,
+    written by its ``check.py``): each reading's and table's headline, and ``f14`` where it was
+    chosen (the screen's 14 cells) and where it was not (the 48 others)."""
+    path = EXP / "paper-check" / "check.md"
+    text = path.read_text()
+    out = []
+    for reading, key in (("attention-only", "ao"), ("f14", "f14")):
+        for table in ("table1", "table2"):
+            line = _found(rf"(?m)^- ({re.escape(reading)}, {table}: .*)$", text, path)[1]
+            out.append(Claim(f"check-{key}-{table[-1]}", line, (GUIDE,)))
+    chosen = next(t for t in md_tables(path) if t and "f14's cells" in t[0])
+    for r in chosen:
+        name = "chosen" if r["f14's cells"].startswith("screening") else "held-out"
+        cells = r["f14's cells"]
+        out.append(Claim(f"check-f14-{name}", f"{cells}: {r['informative']} informative, the paper outside in "
+                         f"{r['the paper outside (Holm within the family)']}", (GUIDE,)))
+    for key, pattern in (("check-extra", r"Extra seeds: ([^\n]*)\."), ("check-repro", r"section 5\): ([^\n]*)\.")):
+        out.append(Claim(key, _found(pattern, text, path)[1], (GUIDE, "experiments/paper-check/README.md")))
+    out.append(Claim("check-fisher", _found(r"5 seeds a side: ([^\n]*)\.", text, path)[1], (GUIDE,)))
+    return out
+
+
 def screen_claims() -> list[Claim]:
     """Issue 28's screen: its gate on the 48 held-out cells (``scores.md``, written by its
     ``score.py``) and both tables under its choice ``f14`` (``f14/table{1,2}/report.md``)."""
@@ -513,7 +536,7 @@ def timeline_claims() -> list[Claim]:
 
 
 def claims() -> list[Claim]:
-    return (table_claims() + screen_claims() + cpu_claims() + mlp_claims() + budget_claims() + analysis_claims() + [scores_claim()]
+    return (table_claims() + check_claims() + screen_claims() + cpu_claims() + mlp_claims() + budget_claims() + analysis_claims() + [scores_claim()]
             + bench_claims() + atlas_claims() + level_claims() + timeline_claims())
 
 

@@ -64,8 +64,9 @@ def verdict(r, c: pc.CellCheck) -> str:
     if not c.outside:
         return "consistent"
     dm, da = r["paper_max"] - c.predictive.median_max, r["paper_avg"] - c.predictive.median_avg
-    word = lambda d: "above" if d > 0 else "below"  # noqa: E731
-    return (f"**outside**: paper max {word(dm)} ours by {abs(dm):.1f}, mean {word(da)} by {abs(da):.1f}"
+    def word(d: float, what: str) -> str:
+        return f"{what} at ours" if abs(d) < 0.05 else f"{what} {'above' if d > 0 else 'below'} ours by {abs(d):.1f}"
+    return (f"**outside**: paper {word(dm, 'max')}, {word(da, 'mean')}"
             + ("; success rate differs" if c.rate_differs else ""))
 
 
