@@ -145,3 +145,25 @@ def test_atlas_counts_recounted_from_atlas_csv(texts):
         k = sum(r["label"] == label for r in ok)
         assert (f"{k} {label}" in texts["atlas-all"]) == (k > 0), label
     assert quoted(texts["atlas-all"], EXP / "atlas" / "README.md")
+
+
+def test_check_headlines_recounted_from_paper_csv_and_check_md(texts):
+    """Issue 53: the informative cells from paper.csv by the declared rule (cases 1 and 4 without
+    PE apart), the cells outside and the seeds per cell from check.md's per-cell rows."""
+    check = (EXP / "paper-check" / "check.md").read_text()
+    for table in ("table1", "table2"):
+        with open(EXP / table / "paper.csv") as f:
+            rows = list(csv.DictReader(f))
+        apart = sum(r.get("case") in ("1", "4") and r.get("pe") == "none" for r in rows)
+        for reading, key in (("attention-only", "ao"), ("f14", "f14")):
+            section = check.split(f"## {reading}, {table}\n")[1].split("\n## ")[0]
+            informative = section.split("Non-informative by construction")[0]
+            cells = [line for line in informative.splitlines() if re.match(r"\| (case|n =) ", line)]
+            outside = sum("| **outside**" in line for line in cells)
+            seeds = sorted({int(line.split(" | ")[1]) for line in cells})
+            assert len(cells) == len(rows) - apart
+            want = (f"{reading}, {table}: {len(rows) - apart} informative cells tested ({apart} apart by "
+                    f"construction), the paper outside our distribution in {outside}")
+            assert texts[f"check-{key}-{table[-1]}"].startswith(want)
+            assert texts[f"check-{key}-{table[-1]}"].endswith(f"seeds per cell {seeds[0]}-{seeds[-1]}")
+            assert quoted(texts[f"check-{key}-{table[-1]}"])
