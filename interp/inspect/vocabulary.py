@@ -34,13 +34,16 @@ CODES = {
               "subspace carries the variable, and its points lie evenly on an ellipse (a circle "
               "to a linear read-out).",
     "uneven-circle": "a 2-dimensional code on a circle (ellipse), its points not evenly spaced.",
-    "low-dim": "a code of dimension <= 3 that is not a circle (another low-dimensional manifold).",
+    "low-dim": "a code of dimension <= 3 that does not pass the circle test (another "
+               "low-dimensional figure, or a circle too uneven in radius to tell).",
     "codebook": "a distributed code of dimension >= 4 (or n - 1): near-orthogonal directions, "
                 "one-hot-like, not the paper's circle.",
     "unread": "interchanging the whole vector at the site does not carry the variable: it is not "
               "read there.",
     "untestable": "n below the code test's power: three points always lie on a circle and a "
-                  "one-hot code of three symbols is 2-dimensional too.",
+                  "one-hot code of three symbols is 2-dimensional too; and below n = 10 a round "
+                  "2-D code, which squares, spirals and arcs of so few points imitate "
+                  "(experiments/calibration/circle.md).",
     "unmeasured": "no code measures (an atlas or table written before issue 42).",
 }
 

@@ -10,7 +10,8 @@
 * :mod:`~interp.inspect.mechanism.controls` and :mod:`~interp.inspect.mechanism.controls_case5` -
   models of known mechanism;
   :mod:`~interp.inspect.mechanism.calibration` - the thresholds and the nulls and controls they
-  were chosen on.
+  were chosen on; :mod:`~interp.inspect.mechanism.shapes` - the circle test's positives and near
+  misses as point sets.
 * :mod:`~interp.inspect.mechanism.labels` - the labels' words re-exported, one-line verdicts, the
   legend of measures, the written answers of the sweep reports.
 

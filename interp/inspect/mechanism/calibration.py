@@ -20,6 +20,10 @@ top2_min, rcv_max         code ``circle``: dimension <= 2, top-2 variance share 
 gap_min                   a circle is evenly spaced when its smallest gap / even gap reaches it
 min_n_code                below this n the code is ``untestable`` (three points always lie on a
                           circle, and a one-hot code of 3 symbols is 2-dimensional too)
+min_n_circle              below this n a round 2-D code is ``untestable``, not ``circle`` or
+                          ``uneven-circle``: squares, spirals and arcs of so few points pass any
+                          threshold that keeps noisy circles (rcv_max, gap_min and min_n_circle
+                          were chosen on near misses: ``experiments/calibration/circle.md``)
 min_n_routing             below this n the routing is ``untestable``
 ========================  =====================================================================
 """
@@ -33,9 +37,10 @@ THRESHOLDS = {
     "anti_min": 0.95,
     "iia_min": 0.9,
     "top2_min": 0.9,
-    "rcv_max": 0.15,
-    "gap_min": 0.5,
+    "rcv_max": 0.05,
+    "gap_min": 0.7,
     "min_n_code": 4,
+    "min_n_circle": 10,
     "min_n_routing": 3,
 }
 

@@ -18,9 +18,7 @@ from interp.inspect.mechanism import calibration, codes, controls, labels
 from interp.inspect.tools import hooks
 
 
-
-
-@pytest.mark.parametrize("case,n", [(3, 10), (1, 10), (4, 5)])
+@pytest.mark.parametrize("case,n", [(3, 10), (1, 10), (4, 10)])
 def test_disguised_construction_is_the_construction(case, n, tmp_path, probe_json):
     base = constructions.build(case, n, attention="softmax", beta=100.0)
     model = controls.widen(base, 16, seed=case)
@@ -29,6 +27,16 @@ def test_disguised_construction_is_the_construction(case, n, tmp_path, probe_jso
     assert (out["routing"], out["code"], out["key_code"], out["mechanism"]) == \
         ("lookup", "circle", "circle", "construction")
     assert out["measures"]["value_dim"] == 2 and out["measures"]["query_dim"] == 2
+
+
+def test_a_construction_below_the_circle_tests_power_is_untestable_not_a_circle(tmp_path, probe_json):
+    """n = 5: squares and spirals of five points pass any circle test that keeps noisy circles
+    (experiments/calibration/circle.md), so the widened construction is a lookup whose code
+    cannot be told, not ``construction``."""
+    model = controls.widen(constructions.build(4, 5, attention="softmax", beta=100.0), 16, seed=4)
+    out = probe_json(model, tmp_path)
+    assert (out["routing"], out["code"], out["mechanism"]) == ("lookup", "untestable", "lookup-untestable")
+    assert out["measures"]["value_dim"] == 2
 
 
 @pytest.mark.parametrize("case,n", [(3, 10), (1, 10), (4, 5)])
