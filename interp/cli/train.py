@@ -43,7 +43,7 @@ def add_arguments(p) -> None:
     p.add_argument("--reading", default=CHOSEN, choices=list(READINGS),
                    help=f"a named reading of the architecture, the preset TrainConfig.paper trains (default "
                         f"{CHOSEN}: {READINGS[CHOSEN].source}); others: {others}. A model flag below "
-                        "overrides the reading's value for its field")
+                        "overrides the reading's value for its field. With one layer, residual embed and mlp last are the model residual stream, mlp every, as config.json spells them")
     model_flags(p)
     p.add_argument("--seed", type=int, default=d["seed"], help="seed of init, data and test data (default 0)")
     p.add_argument("--steps", type=int, default=d["max_steps"], help=f"at most this many steps (default {d['max_steps']})")

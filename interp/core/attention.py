@@ -6,7 +6,11 @@ shows the real scores), and one on ``hook_pattern`` that replaces the softmax pa
 pattern of the chosen mode, computed from those scores. ``run_with_cache`` therefore caches the
 pattern actually used, and ``model.reset_hooks()`` leaves the mode in place, even with
 ``including_permanent=True`` (they are torch hooks on the HookPoints, which TransformerLens does
-not track); :func:`remove_attention` takes it off.
+not track); :func:`remove_attention` takes it off. Each time the layer runs, the scores hook is
+moved behind every other hook of ``hook_attn_scores`` and the pattern hook in front of every
+other hook of ``hook_pattern``: a user's hook that edits the scores (``run_with_hooks`` or
+``add_hook``, prepended or not) changes the pattern the mode computes, and a pattern hook sees
+the mode's pattern.
 
 Modes, for one query row of scores s (``M`` = positions tied with the maximum, see below):
 
@@ -120,6 +124,15 @@ class _ModeHooks:
         self.scores = scores
         return None  # leave the scores (and the cache) as they are
 
+    def order(self, attn, inputs):
+        """Before the layer's attention runs: :meth:`keep_scores` after every other hook on
+        hook_attn_scores (a user's scores hook, prepended or not, changes what the mode reads)
+        and :meth:`replace_pattern` before every other hook on hook_pattern (they see the mode's
+        pattern), whenever they were added."""
+        for hooks, last in ((attn.hook_attn_scores._forward_hooks, True), (attn.hook_pattern._forward_hooks, False)):
+            for key in [k for k, fn in hooks.items() if getattr(fn, "__self__", None) is self]:
+                hooks.move_to_end(key, last=last)
+
     def replace_pattern(self, module, inputs, pattern):
         scores, self.scores = self.scores, None
         return pattern_from_scores(
@@ -138,9 +151,9 @@ def remove_attention(model) -> None:
     """Take off the attention-mode hooks installed by :func:`set_attention` (others stay)."""
     for layer in range(model.cfg.n_layers):
         attn = model.blocks[layer].attn
-        for hp in (attn.hook_attn_scores, attn.hook_pattern):
-            for key in [k for k, fn in hp._forward_hooks.items() if _ours(fn)]:
-                del hp._forward_hooks[key]
+        for hooks in (attn.hook_attn_scores._forward_hooks, attn.hook_pattern._forward_hooks, attn._forward_pre_hooks):
+            for key in [k for k, fn in hooks.items() if _ours(fn)]:
+                del hooks[key]
     model.attention_modes = [("softmax", 1.0)] * model.cfg.n_layers
     model.attention_ties = [(None, None)] * model.cfg.n_layers
 
@@ -182,9 +195,11 @@ def set_attention(
         hooks = _ModeHooks(layer_mode)
         attn = model.blocks[layer].attn
         # torch hooks on the HookPoints, not TransformerLens's add_hook: reset_hooks (even with
-        # including_permanent=True) leaves them, and hooks added later run after them
+        # including_permanent=True) leaves them; hooks.order keeps a user's scores hooks before
+        # the mode and pattern hooks after it, in the order TransformerLens documents
         attn.hook_attn_scores.register_forward_hook(hooks.keep_scores)
         attn.hook_pattern.register_forward_hook(hooks.replace_pattern)
+        attn.register_forward_pre_hook(hooks.order)
     model.attention_modes = [(m.mode, m.beta) for m in current]
     model.attention_ties = [(m.tie_rtol, m.tie_atol) for m in current]
     return model

@@ -20,14 +20,33 @@ read cached values or add hooks, so they are right as they are (``tests/core/tes
 checks every one against a direct computation per field). The other fields (W_O identity,
 biases off, mlp="last", pos_embed="none", embed_scale, hard attention modes) are fixed tensors or
 hooks whose cached values are what the forward used; TransformerLens's sums hold there.
+
+A plain ``transformer_lens.ActivationCache(cache_dict, model)`` built by hand (from
+``add_caching_hooks``, say) of a model whose stream drops blocks cannot know it: its four
+decompositions above refuse, naming :class:`TaskCache` (a guard this module adds to
+TransformerLens's class; it acts on task models only, every other model's cache is untouched).
+
+:class:`TaskTransformer` also keeps TransformerLens's habits from giving a silently wrong number
+elsewhere: its forward clears residual="embed"'s state around every pass
+(:func:`interp.core.residual.forward`); ``to_string`` / ``to_str_tokens`` refuse output classes that
+a pair-token model would label as pairs (:func:`interp.core.pairs.check_decodable`);
+``generate_stream`` is refused as ``generate`` is; ``run_with_cache(incl_bwd=True)`` on a model
+with no trainable parameter (a construction: its weights are the theorem's, frozen) says so; and
+``state_dict()`` called from a user's code warns when a plain HookedTransformer loading it would
+compute other logits (the hooks that are architecture here: hard attention, residual="embed",
+embed_scale).
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
 import warnings
 
 import torch
+
+from interp.core import pairs, residual
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=".*HookedTransformer is deprecated.*")
@@ -104,13 +123,6 @@ class TaskTransformer(HookedTransformer):
     whose ``run_with_cache`` returns a :class:`TaskCache` and whose ``accumulated_bias`` sums the
     biases the stream holds (residual="embed": the last block's; attention-only: no MLP biases)."""
 
-    def run_with_cache(self, *model_args, return_cache_object=True, remove_batch_dim=False, **kwargs):
-        out, cache = super().run_with_cache(*model_args, return_cache_object=return_cache_object,
-                                            remove_batch_dim=remove_batch_dim, **kwargs)
-        if return_cache_object:
-            cache = TaskCache(cache.cache_dict, self, has_batch_dim=cache.has_batch_dim)
-        return out, cache
-
     def accumulated_bias(self, layer: int, mlp_input: bool = False, include_mlp_biases=True):
         dropped = dropped_blocks(self, layer, mlp_input)
         bias = torch.zeros(self.cfg.d_model, device=self.cfg.device)
@@ -121,3 +133,81 @@ class TaskTransformer(HookedTransformer):
             if include_mlp_biases and i < layer and not self.cfg.attn_only:
                 bias = bias + self.blocks[i].mlp.b_out
         return bias
+
+    def forward(self, *args, **kwargs):
+        return residual.forward(self, super().forward, args, kwargs)
+
+    def run_with_cache(self, *model_args, return_cache_object=True, remove_batch_dim=False, **kwargs):
+        if kwargs.get("incl_bwd") and not any(p.requires_grad for p in self.parameters()):
+            raise ValueError("run_with_cache(incl_bwd=True): no parameter of this model requires grad (a "
+                             "construction's weights are the theorem's exact values, frozen), so there is no "
+                             "backward pass; take gradients on a copy: m = copy.deepcopy(model).requires_grad_(True)")
+        out, cache = super().run_with_cache(*model_args, return_cache_object=return_cache_object,
+                                            remove_batch_dim=remove_batch_dim, **kwargs)
+        if return_cache_object:
+            cache = TaskCache(cache.cache_dict, self, has_batch_dim=cache.has_batch_dim)
+        return out, cache
+
+    def to_string(self, tokens):
+        pairs.check_decodable(self, tokens)
+        return super().to_string(tokens)
+
+    def to_str_tokens(self, input, *args, **kwargs):
+        pairs.check_decodable(self, input)
+        return super().to_str_tokens(input, *args, **kwargs)
+
+    def generate_stream(self, *args, **kwargs):
+        from interp.core import tokens
+
+        raise ValueError(f"generate_stream() does not apply: {tokens.ANSWERS_ONCE} "
+                         "(interp.forward.predictions(model, tokens))")
+
+    def state_dict(self, *args, **kwargs):
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if not args and not kwargs and not caller.startswith(_INTERNAL):
+            if lost := outside_the_weights(self):
+                warnings.warn(f"state_dict() holds the weights only: a plain HookedTransformer(cfg) that loads "
+                              f"it loses {lost}, so its logits differ; load it with interp.core.roundtrip."
+                              "from_state_dict(cfg, state, **roundtrip.extras(model)) instead", stacklevel=2)
+        return super().state_dict(*args, **kwargs)
+
+
+def outside_the_weights(model) -> str:
+    """What a plain HookedTransformer loading ``model``'s state dict loses, in words ('' if not logits)."""
+    from interp.core import attention
+
+    spec, task = getattr(model, "spec", None), getattr(model, "task", None)
+    parts = [f"layer {layer}'s {m.mode} attention{f' (beta={m.beta})' if m.mode == 'softmax' else ''}"
+             for layer, m in enumerate(attention.modes(model)) if m[:2] != ("softmax", 1.0)]
+    if spec is not None and spec.residual == "embed" and spec.n_layers > 1:
+        parts.append(f"the residual='embed' hooks of layers {list(range(1, spec.n_layers))}")
+    if spec is not None and spec.embed_scale != "1":
+        parts.append(f"the embed_scale={spec.embed_scale!r} hook on hook_embed")
+    tokenizer = "the task tokenizer" + (f" and loss (case {task.case})" if task is not None else "")
+    return ", ".join(parts + [tokenizer]) if parts else ""
+
+
+#: modules whose state_dict() calls are the toolkit's or a library's own (no warning)
+_INTERNAL = ("interp.", "torch", "transformer_lens", "safetensors", "copy")
+#: the ActivationCache methods that sum residual components (TaskCache's overrides)
+_DECOMPOSITIONS = ("decompose_resid", "stack_head_results", "stack_neuron_results", "get_full_resid_decomposition")
+
+
+def _refuse_plain(method):
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        if type(self) is ActivationCache and isinstance(self.model, TaskTransformer) \
+                and dropped_blocks(self.model, None):
+            raise ValueError(f"{method.__name__} of a plain transformer_lens.ActivationCache of a residual='embed' "
+                             "model: TransformerLens sums every block's output into the stream, which this model's "
+                             "does not hold; build interp.core.cache.TaskCache(cache_dict, model) with the same "
+                             "arguments, or take the cache from model.run_with_cache")
+        return method(self, *args, **kwargs)
+
+    guarded.interp_guard = True
+    return guarded
+
+
+for _name in _DECOMPOSITIONS:
+    if not getattr(getattr(ActivationCache, _name), "interp_guard", False):
+        setattr(ActivationCache, _name, _refuse_plain(getattr(ActivationCache, _name)))

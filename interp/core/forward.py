@@ -22,11 +22,9 @@ fwd_hooks=h)`` is ``model.run_with_hooks(tokens, fwd_hooks=h)[:, -1]`` (``tests/
 test_forward.py``). Three differences follow from computing less or from the modes. The last
 layer's hooks see the final query only: ``hook_q``, ``hook_attn_scores``, ``hook_pattern``,
 ``hook_z`` and every later stream have one query position, not ``pos``. A token-independent first
-layer (below) calls its q, k, scores and pattern hooks on one input, shared by the batch. And
-scores hooks run before an attention mode reads the scores, as TransformerLens hooks added with
-``prepend=True`` (a plain ``run_with_hooks`` hook that returns new scores on a layer with a mode
-runs after the mode kept the old ones, so it does not change the pattern); the pattern hook runs
-after the mode set it.
+layer (below) calls its q, k, scores and pattern hooks on one input, shared by the batch. Scores
+hooks run before an attention mode reads the scores and pattern hooks after the mode set it, as
+in TransformerLens's forward (:mod:`interp.core.attention` keeps the mode's hooks in that place).
 
 When the first of several layers has token-independent scores (the coordinates W_E writes and
 W_Q, W_K read are disjoint: case 5's construction attends by position only), its pattern is

@@ -31,6 +31,7 @@ import torch
 
 from interp.core import embed_scale, fields, residual, tasks
 from interp.core.cache import TaskTransformer
+from interp.core.cache import outside_the_weights as _outside_the_weights
 from interp.core.fields import declare
 from interp.core.pairs import (  # noqa: F401 - re-exported: models.pair_tables etc.
     PairEmbedding, ReadOnlyWeightError, has_pair_embedding, pair_tables, tie_pair_embedding,
@@ -246,21 +247,6 @@ def to_vanilla(model: HookedTransformer, *, max_rows: int = 2**20) -> HookedTran
             attention.set_attention(vanilla, m.mode, beta=m.beta, layers=[layer],
                                     tie_rtol=m.tie_rtol, tie_atol=m.tie_atol)
     return vanilla.eval() if not model.training else vanilla
-
-
-def _outside_the_weights(model) -> str:
-    """What a plain HookedTransformer loading ``model``'s state dict loses, in words ('' if not logits)."""
-    from interp.core import attention
-
-    spec, task = spec_of(model), getattr(model, "task", None)
-    parts = [f"layer {layer}'s {m.mode} attention{f' (beta={m.beta})' if m.mode == 'softmax' else ''}"
-             for layer, m in enumerate(attention.modes(model)) if m[:2] != ("softmax", 1.0)]
-    if spec is not None and spec.residual == "embed" and spec.n_layers > 1:
-        parts.append(f"the residual='embed' hooks of layers {list(range(1, spec.n_layers))}")
-    if spec is not None and spec.embed_scale != "1":
-        parts.append(f"the embed_scale={spec.embed_scale!r} hook on hook_embed")
-    tokenizer = "the task tokenizer" + (f" and loss (case {task.case})" if task is not None else "")
-    return ", ".join(parts + [tokenizer]) if parts else ""
 
 
 def build_model(

@@ -116,3 +116,30 @@ def pair_tables(model: HookedTransformer) -> tuple[nn.Parameter, nn.Parameter]:
         raise ValueError("this model has no pair embedding (cases 2-3 only; see tie_pair_embedding)")
     tables = model.embed.parametrizations.W_E
     return tables.original0, tables.original1
+
+
+def check_decodable(model, ids) -> None:
+    """Raise a ValueError when ``model.to_string`` / ``to_str_tokens`` would label output classes as
+    pair tokens: in cases 2-3 class k is not token k (token k is the pair ``(0,k)``), so ids that
+    are all below n and are not a whole input (n pairs, then a query) read as classes as well
+    as tokens; the refusal says how to print either. Other cases label id t as ``t``, the class's
+    own name, and anything that holds an id >= n is no class; both decode as usual."""
+    tokenizer = getattr(model, "tokenizer", None)
+    task, n = getattr(tokenizer, "task", None), getattr(tokenizer, "n", None)
+    if task is None or not task.same_position or isinstance(ids, str):
+        return
+    try:
+        t = torch.as_tensor(ids)
+    except (TypeError, ValueError, RuntimeError):
+        return  # a list of strings or tensors: TransformerLens reads it as it does
+    if t.dtype.is_floating_point or t.dtype == torch.bool or t.numel() == 0:
+        return
+    rows = t.reshape(1, -1) if t.dim() < 2 else t.reshape(-1, t.shape[-1])
+    for row in rows.tolist():
+        whole = len(row) == tokenizer.n_ctx and all(i < n * n for i in row[:-1]) and row[-1] >= n * n
+        if not whole and all(0 <= i < n for i in row):
+            raise ValueError(
+                f"ids {row[:8]}{' ...' if len(row) > 8 else ''} are all below n = {n}: as output classes "
+                f"(logits.argmax(-1)) they are {row[:8]}, but a pair-token model (case {task.case}) labels "
+                f"token k as the pair '(0,k)'; print a prediction as its class (prediction.tolist()), and "
+                "label tokens from a whole input (n pairs, then the query) or with model.tokenizer.label(id)")
