@@ -1,7 +1,10 @@
 """The notebooks: committed executed, with small outputs (circuitsvis's 1.3 MB script left out,
 see interp/inspect/tools/notebook.py) and no machine paths; they run end to end (nbclient +
-ipykernel, INTERP_QUICK=1) and leave nothing behind; and their views render in headless
-Chromium when shown the way a notebook frontend shows outputs."""
+ipykernel) from a working folder outside the repository, leave nothing behind, and say again
+what their committed outputs say (labels, counts of rows and columns, every word: numbers are
+masked, since a float's last digits may differ on another CPU), so a stored output cannot go
+stale; and their views render in headless Chromium when shown the way a notebook frontend
+shows outputs."""
 
 import ast
 import json
@@ -50,6 +53,60 @@ def check_outputs(nb, name: str) -> None:
                 found = MACHINE_PATH.search(text)
                 start = max(0, found.start() - 80) if found else 0
                 assert not found and str(ROOT) not in text, (where, text[start:start + 200])
+
+
+#: a number in an output's text (masked: its value may differ in the last digits on another CPU)
+NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+
+
+def _masked(text: str) -> str:
+    return " ".join(NUMBER.sub("#", text).split())
+
+
+def _table(html: str) -> list[list[str]]:
+    """A DataFrame's HTML table row by row: header, index and cells, numbers masked."""
+    return [[_masked(re.sub(r"<.*?>", "", cell)) for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S)]
+
+
+def signature(nb) -> list[list[tuple]]:
+    """Per code cell, what its outputs say that a fresh run must say again: stdout (chunks
+    joined), each table's rows and labels, markdown and plain text, numbers masked; the kinds of
+    the rest (figures, views). stderr (progress bars, warnings) is left out."""
+    cells = []
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        items, stdout = [], ""
+        for o in cell.outputs:
+            if o.output_type == "stream":
+                stdout += o.text if o.name == "stdout" else ""
+                continue
+            data = o.get("data", {})
+            html = data.get("text/html", "")
+            if 'class="dataframe"' in html:
+                items.append(("table", _table(html)))
+            elif "text/markdown" in data:
+                items.append(("markdown", _masked(data["text/markdown"])))
+            else:
+                items.append((o.output_type, tuple(sorted(data)), _masked(data.get("text/plain", ""))))
+        cells.append(([("stdout", _masked(stdout))] if stdout else []) + items)
+    return cells
+
+
+def test_the_signature_sees_a_label_a_row_and_a_word_but_not_a_float():
+    def nb(html, text):
+        return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[
+            nbformat.v4.new_output("stream", name="stdout", text=text),
+            nbformat.v4.new_output("execute_result", data={"text/html": html, "text/plain": "t"})])])
+
+    row = '<tr><th>{i}</th><td>{v}</td><td>{label}</td></tr>'
+    table = '<table class="dataframe"><tr><th></th><th>acc</th><th>mechanism</th></tr>{}</table>'
+    base = nb(table.format(row.format(i=0, v="0.997", label="lookup-codebook")), "235 of 512 inputs\n")
+    assert signature(base) == signature(nb(table.format(row.format(i=0, v="0.998", label="lookup-codebook")),
+                                           "236 of 512 inputs\n"))
+    for html, text in [(table.format(row.format(i=0, v="0.997", label="construction")), "235 of 512 inputs\n"),
+                       (table.format(row.format(i=0, v="0.997", label="lookup-codebook") * 2), "235 of 512 inputs\n"),
+                       (table.format(row.format(i=0, v="0.997", label="lookup-codebook")), "235 of 512 seeds\n")]:
+        assert signature(nb(html, text)) != signature(base)
 
 
 def test_there_are_four_notebooks():
@@ -209,21 +266,26 @@ def test_notebook_03_shows_successful_and_failed_seeds_side_by_side():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_end_to_end_and_cleans_up(path, tmp_path, monkeypatch):
-    """Run in a kernel whose temporary folder is empty: afterwards it holds nothing of the
-    notebook's, the notebooks' folder (and 03's committed store beside it) has no new files, and
-    the outputs pass the checks of the committed notebooks."""
-    temp = tmp_path / "tmp"
+def test_notebook_runs_anywhere_says_what_it_stores_and_cleans_up(path, tmp_path, monkeypatch):
+    """Run in a kernel whose working folder is outside the repository and whose temporary
+    folder is empty: every output says what the committed notebook's says (:func:`signature`),
+    the temporary folder holds nothing of the notebook's afterwards, the notebooks' folder (and
+    03's committed store beside it) has no new files, and the outputs pass the checks of the
+    committed notebooks."""
+    temp, work = tmp_path / "tmp", tmp_path / "elsewhere"
     temp.mkdir()
-    monkeypatch.setenv("INTERP_QUICK", "1")
+    work.mkdir()
     monkeypatch.setenv("TMPDIR", str(temp))  # the kernel inherits it (tempfile.gettempdir)
     before = sorted(path.parent.rglob("*"))
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(work)}})
     client.execute()  # raises CellExecutionError on the first failing cell
     check_outputs(nb, path.name)
-    assert any(c.outputs for c in nb.cells if c.cell_type == "code")
+    stored, fresh = signature(nbformat.read(path, as_version=4)), signature(nb)
+    for i, (was, now) in enumerate(zip(stored, fresh, strict=True)):
+        assert was == now, (f"{path.name}, code cell {i + 1}: a fresh run says otherwise; re-run the "
+                            "notebook and commit it (jupyter nbconvert --to notebook --execute --inplace)", was, now)
+    assert not list(work.iterdir()), f"{path.name} wrote into its working folder"
     left = [p.name for p in temp.iterdir() if not p.name.startswith(FOREIGN_TEMP)]
     assert not left, f"{path.name} left {left} in its temporary folder"
     assert sorted(path.parent.rglob("*")) == before

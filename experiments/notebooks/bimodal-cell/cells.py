@@ -6,7 +6,7 @@ Reads every committed per-seed accuracy: the per-cell lines of the sweeps' repor
 ``experiments/readings/screen/``, whose sweeps set the paper's unstated training choices off
 the shipped defaults and whose reports grow while the screen runs) and
 ``experiments/readings/seeds.csv``. A cell is *bimodal* when, by the rule of
-``interp analyze-sweep`` (:func:`interp.inspect.analysis.classify`), some seed succeeds
+``interp analyze-sweep`` (:func:`interp.inspect.studies.analysis.classify`), some seed succeeds
 (accuracy >= 99%) and some seed failed (accuracy < max(2/n, 5%), near chance 1/n); cells at
 n = 2 are left out, where that rule calls every seed short of success failed (2/n = 100%).
 
@@ -27,7 +27,7 @@ import csv
 import re
 from pathlib import Path
 
-from interp.inspect.analysis import classify
+from interp.inspect.studies.analysis import classify
 
 ROOT = Path(__file__).resolve().parents[3]
 COLUMN = "per-seed accuracy (seed: %)"
