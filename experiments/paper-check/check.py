@@ -157,6 +157,38 @@ def cost(extra: list[dict]) -> str:
             f"({cpu / len(extra):.1f} s per run), on 2 cores shared with other jobs (load in run.log)")
 
 
+#: the groups of cells outside (check.md, "The cells outside, in groups"), tested in this order
+GROUPS = {
+    "C": "the paper below us: its mean below our median, its max not above ours by more than 1 point",
+    "A": "the paper above chance where every seed of ours sits at it",
+    "B": "the paper above us where some of our seeds leave chance",
+}
+
+
+def group_of(r, c) -> str:
+    """A cell outside: C, A or B (``GROUPS``), from the paper against our medians and our seeds."""
+    dm, da = r["paper_max"] - c.predictive.median_max, r["paper_avg"] - c.predictive.median_avg
+    if da < 0 and dm <= 1.0:
+        return "C"
+    return "A" if c.at_chance == c.n_seeds else "B"
+
+
+def groups(extra: list[dict]) -> list[str]:
+    """Each reading's cells outside, both tables, in the three groups."""
+    found = {}
+    for reading, table in FOLDERS:
+        _, frame, checks = checked(reading, table, extra)
+        for (_, r), c in zip(frame.iterrows(), checks):
+            if c is not None and c.outside:
+                found.setdefault((reading, group_of(r, c)), []).append(f"{table[:5].title()} {table[5:]} {label(r)}")
+    lines = ["| group | reading | cells | which |", "|---|---|--:|---|"]
+    for g, text in GROUPS.items():
+        for reading in ("attention-only", "f14"):
+            cells = found.get((reading, g), [])
+            lines.append(f"| {g}: {text} | {reading} | {len(cells)} | {'; '.join(cells) or '—'} |")
+    return lines
+
+
 def fisher_floor() -> str:
     """The smallest Fisher p two 5-seed cells can give (5 of 5 against 0 of 5), and the Holm
     family size past which it can no longer be rejected at 0.05."""
@@ -184,6 +216,7 @@ def main() -> int:
         body = report_check.check_lines(sweep, frame, [label(r) for _, r in frame.iterrows()])
         sections += [f"## {reading}, {table}", "", *body[2:]]
     lines += ["", "## f14: where it was chosen and where it was not", "", *selection(extra), "",
+              "## The cells outside, in groups", "", *groups(extra), "",
               "## Five seeds against all", "", *stability(extra), "", *sections]
     OUT.write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT}")

@@ -178,6 +178,11 @@ def check_claims() -> list[Claim]:
                          f"{r['the paper outside (Holm within the family)']}", (GUIDE,)))
     for key, pattern in (("check-extra", r"Extra seeds: ([^\n]*)\."), ("check-repro", r"section 5\): ([^\n]*)\.")):
         out.append(Claim(key, _found(pattern, text, path)[1], (GUIDE, "experiments/paper-check/README.md")))
+    grouped = next(t for t in md_tables(path) if t and "which" in t[0] and "group" in t[0])
+    for name in dict.fromkeys(r["group"] for r in grouped):
+        counts = {r["reading"]: r["cells"] for r in grouped if r["group"] == name}
+        out.append(Claim(f"check-group-{name[0]}", f"| {name} | {counts['attention-only']} | {counts['f14']} |",
+                         (GUIDE,)))
     out.append(Claim("check-fisher", _found(r"5 seeds a side: ([^\n]*)\.", text, path)[1], (GUIDE,)))
     return out
 
