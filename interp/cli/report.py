@@ -1,5 +1,6 @@
-"""interp report: a sweep's table beside the paper's, per-seed lines, violins, and the loss
-curves per cell (drawn by :func:`interp.inspect.tools.curves.report_curves`, linked by the report)."""
+"""interp report: a sweep's table beside the paper's, the paper's numbers tested cell by cell
+(:mod:`interp.sweeps.report_check`, where the folder has a ``paper.csv``), per-seed lines,
+violins, and the loss curves per cell (drawn by :func:`interp.inspect.tools.curves.report_curves`, linked by the report)."""
 
 from __future__ import annotations
 

@@ -38,6 +38,13 @@ def paper_table(sweep: Sweep):
     missing = [c for c in sweep.layout.paper.values() if c not in df.columns]
     if missing:
         raise ValueError(f"{sweep.paper_csv} lacks the columns {missing} that LAYOUT.paper names")
+    from interp.sweeps.paper_check import paper_successes
+
+    for i, (mx, avg) in enumerate(zip(df["max"], df["avg"])):
+        try:  # the numbers the test reads must be a max and a mean of 5 seeds (percent)
+            paper_successes(mx, avg)
+        except ValueError as e:
+            raise ValueError(f"{sweep.paper_csv}, data row {i + 1}: {e}") from None
     return df
 
 

@@ -107,3 +107,15 @@ def test_without_positions_the_final_logits_ignore_everything_but_the_query(case
     for q in tokens[:, -1].unique():
         same = logits[tokens[:, -1] == q]
         assert torch.allclose(same, same[0].expand_as(same), atol=1e-5)
+
+
+@pytest.mark.parametrize("row, words", [
+    ("1,learned,none,8,50.0,60.0", "above paper_max"),
+    ("1,learned,none,8,101.0,60.0", "in [0, 100]"),
+    ("1,learned,none,8,99.5,5.0", "puts the mean"),
+])
+def test_a_paper_csv_the_test_cannot_read_is_refused_before_any_file_is_written(folder, row, words):
+    (folder.root / "paper.csv").write_text("case,pe,keys,d_token,max,avg\n" + row + "\n")
+    with pytest.raises(ValueError, match=r"paper\.csv, data row 1: .*" + words.replace("[", r"\[").replace("]", r"\]")):
+        report.write(folder)
+    assert not (folder.root / "report.md").exists() and not (folder.root / "violins.png").exists()
