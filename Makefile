@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast test-changed chromium full
+.PHONY: run test test-fast test-changed test-floors chromium full
 
 run: $(STAMP)  ## the main job on the embedded default (verify, demo sweep, report, analysis)
 	$(BIN)/interp run
@@ -22,6 +22,14 @@ test-fast: $(STAMP)  ## before every commit (< 60 s): layout, tasks, constructio
 
 test-changed: $(STAMP)  ## the tests of the interp/ modules changed since origin/main (else HEAD~1), and the layout check
 	$(BIN)/python -m pytest -q -p no:cacheprovider $$($(BIN)/python tests/changed.py $(BASE))
+
+FLOORS := build/venv-floors
+test-floors:  ## every runtime dependency at its declared floor (torch: constraints.txt's CPU wheel), then the fast tier
+	rm -rf $(FLOORS) && $(PY) -m venv $(FLOORS)
+	$(PY) tests/floors.py pins > $(FLOORS)/floors.txt
+	$(FLOORS)/bin/pip install -q --prefer-binary -c constraints.txt -c $(FLOORS)/floors.txt -e '.[dev]'
+	$(FLOORS)/bin/python tests/floors.py check
+	$(FLOORS)/bin/python -m pytest -q -p no:cacheprovider $(FAST) tests/test_dependencies.py -k "not n100 and not n1000"
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
