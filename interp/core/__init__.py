@@ -3,7 +3,10 @@
 * :mod:`~interp.core.tasks` - the five presentations as :class:`~interp.core.tasks.Task`
   objects (``tasks.get(case)``, ``model.task``): token layout, sampling, plain-Python reference
   evaluator (:func:`~interp.core.tasks.evaluate`), the paper's construction of each.
-* :mod:`~interp.core.layouts` - the three token layouts a task is one of.
+* :mod:`~interp.core.layouts` - the three token layouts a task is one of; where each token
+  sits (the query included) is said there once and held to the task's own tokens by
+  :mod:`~interp.core.positions` when a task is registered. :mod:`~interp.core.calls`: functions
+  that take a model read its task from it (``tasks.reads_task``).
 * :mod:`~interp.core.models` - ``ModelSpec`` (every architecture choice, validated once) and the
   ``HookedTransformer`` built from it (``build_model``, ``from_spec``; ``model.spec``); its
   parts: :mod:`~interp.core.pairs` (the pair embedding of cases 2-3), :mod:`~interp.core.inits`

@@ -17,7 +17,15 @@ in which cells it acts), and its CLI flag. Every fact about a field is read from
 
 Named readings (:data:`READINGS`) are presets of the MLP and the reading fields;
 :data:`CHOSEN` (f14, issue 28's screen) is the default of ``TrainConfig.paper`` and
-``interp train``. Adding a field is its declaration (here the Info) plus its engine math.
+``interp train``. Adding a field is its declaration (here the Info) plus the math it needs: the
+fast engine's (``interp.training.fast_math``, or an ``engines`` limit that refuses other values by
+name), and wherever the new architecture changes what a reader computes: the evaluation pass
+(:mod:`interp.core.forward`), the residual hooks, the slot attribution and the measures, each of
+which refuses by name what it does not handle (several heads: the measures;
+``W_O="identity"``: one head's W_O). ``tests/core/test_fields.py`` reads every declared value
+from here and checks its meaning (TransformerLens's logits by the evaluation pass and the fast
+engine, a checkpoint round trip, the attribution adding up); ``docs/tasks-and-models.md`` adds a
+field as a worked example. ``docs/cli.md`` is generated (``python -m interp.cli.reference``).
 """
 
 from __future__ import annotations

@@ -130,7 +130,15 @@ class Layout(abc.ABC):
     # ---- derived
 
     def query_pos(self, n: int) -> int:
-        """Position of the target key i* (always the last one)."""
+        """Position of the target key i*: the last one in the paper's five presentations; a
+        layout that moves it overrides this, and every reader (the input check and tokenizer,
+        both engines, probes, interchange inputs, views) takes it from here."""
+        return self.seq_len(n) - 1
+
+    def answer_pos(self, n: int) -> int:
+        """Position whose logits are the answer: the final one, for every presentation (the
+        engines, the evaluation pass and the task loss read ``logits[:, -1]``). Not a choice a
+        presentation makes: :meth:`check_layout` refuses a layout that says otherwise."""
         return self.seq_len(n) - 1
 
     def _slot(self, n: int, j: int) -> int:
@@ -194,9 +202,12 @@ class Layout(abc.ABC):
         return f"i*={token_id}" if query else str(token_id)
 
     def position_labels(self, n: int, tokens) -> list[str]:
-        """Labels of one input's positions by role, e.g. ``'k2'``, ``'(2,7)'``, ``'i*=4'``."""
+        """Labels of one input's positions by role, e.g. ``'k2'``, ``'(2,7)'``, ``'i*=4'``
+        (the query's at :meth:`query_pos`, the table's in position order around it)."""
         keys, values, target = self.decode(n, self.check_tokens(n, tokens)[0].tolist())
-        return self._labels(n, keys, values) + [f"i*={target}"]
+        labels = self._labels(n, keys, values)
+        labels.insert(self.query_pos(n), f"i*={target}")
+        return labels
 
     # ---- writing and reading tokens
 

@@ -332,6 +332,9 @@ def fixed_weights(model: HookedTransformer, spec: ModelSpec) -> dict[str, tuple[
 
     def put(name, why, value=None):
         p = model.get_parameter(name)
+        if value is not None and value.shape != p.shape:  # e.g. W_O = I, shaped for one head
+            raise ValueError(f"{why} fixes {name} at a value of shape {tuple(value.shape)}, but this model's "
+                             f"is {tuple(p.shape)} (n_heads={model.cfg.n_heads}); accepted: the other choice")
         fixed[name] = (torch.zeros_like(p) if value is None else value.to(p), why)
 
     if spec.pos_embed == "none":

@@ -34,19 +34,17 @@ Axis names follow TransformerLens: ``batch``, ``pos``, ``n`` (table size).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
-import numbers
 from dataclasses import dataclass, fields
-from inspect import Parameter, signature
 from typing import Callable, Sequence
 
 import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from interp.core import layouts
+from interp.core import layouts, positions
+from interp.core.calls import reads_task  # noqa: F401 - re-exported: tasks.reads_task
 from interp.core.layouts import FUNCTIONS, Function, check_function, check_n  # noqa: F401 - re-exported
 
 #: how permuted keys are ordered across a batch (``Task.sample``'s ``key_order``)
@@ -62,9 +60,19 @@ def check_key_order(key_order: str) -> str:
 CASES: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 
+class UnknownCase(ValueError):
+    """A case number no registered presentation holds (here: maybe one a module registers)."""
+
+
+#: how a presentation of one's own is made known, for every refusal of an unknown case
+REGISTER_HINT = ("a presentation of your own is registered by interp.tasks.register; for the shell's "
+                 "commands, set INTERP_TASKS to the module that registers it")
+
+
 def check_case(case: int) -> int:
     if isinstance(case, bool) or not isinstance(case, int) or case not in CASES:
-        raise ValueError(f"case={case!r} is not a presentation; accepted: one of {CASES}")
+        hint = f" ({REGISTER_HINT})" if isinstance(case, int) and not isinstance(case, bool) and case > 5 else ""
+        raise UnknownCase(f"case={case!r} is not a presentation; accepted: one of {CASES}{hint}")
     return case
 
 
@@ -245,10 +253,14 @@ def _refresh() -> None:
 def register(task: Task) -> Task:
     """Add a presentation from outside the package: a :class:`Task` of a layout family here
     (:class:`NoKeys`, :class:`PairTokens`, :class:`Consecutive`, or a subclass of one that moves
-    its tokens) or of a new one (a :class:`interp.core.layouts.Layout` subclass mixed with Task),
-    under a case number >= 1 that no other holds. Sampling, both engines, sweeps (a worker
-    registers it again when it unpickles it), probes and views then take it; without a
-    construction (``paper=None``) verify, precision and run skip it. :func:`unregister` undoes it."""
+    its tokens, the query included) or of a new one (a :class:`interp.core.layouts.Layout`
+    subclass mixed with Task), under a case number >= 1 that no other holds. Its position methods
+    are checked against its own tokens first (:func:`interp.core.positions.check_layout`: a
+    layout the readers would misread is refused by name). Every engine trains and evaluates it
+    with its own ``sample`` (a sweep's worker registers it again when it unpickles it); a
+    checkpoint names it by module and class, so loading asks for the same registration
+    (``INTERP_TASKS`` in the shell). Without a construction (``paper=None``) verify, precision and
+    run skip it. :func:`unregister` undoes it."""
     if not isinstance(task, Task):
         raise ValueError(f"task={task!r}; accepted: an interp.core.tasks.Task")
     case = task.case
@@ -259,6 +271,7 @@ def register(task: Task) -> Task:
             return TASKS[case]
         raise ValueError(f"case {case} is already {TASKS[case]!r}; accepted: a case number not in "
                          f"{CASES}")
+    positions.check_layout(task)
     TASKS[case] = task
     _refresh()
     return task
@@ -327,27 +340,6 @@ def of(model, case: int | None = None, n: int | None = None, *,
         raise ValueError(f"only case {only} ({get(only).name}) is accepted here; the model was "
                          f"built for case {task.case} ({task.name})")
     return task, model_n
-
-
-def reads_task(fn):
-    """Mark ``fn(model, ..., *, case=None, n=None)`` as reading its task from the model: an old
-    call that still passes the case or n by position (``fn(model, 10)``) raises a ValueError
-    that says so, instead of binding the int to another parameter."""
-    params = signature(fn).parameters.values()
-    names = [p.name for p in params if p.kind is Parameter.POSITIONAL_OR_KEYWORD]
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        ints = [f"{name}={a!r}" for name, a in zip(names[1:], args[1:])
-                if isinstance(a, numbers.Integral) and not isinstance(a, bool)]
-        if len(args) > len(names) or ints:
-            got = ", ".join(ints) or f"{len(args)} positional arguments"
-            raise ValueError(f"{fn.__name__}() got {got}: the case and n come from the model "
-                             f"(model.task, model.cfg.d_vocab_out); call {fn.__name__}("
-                             f"{', '.join(names)}, ...) and pass case= / n= as keywords, if at all")
-        return fn(*args, **kwargs)
-
-    return wrapper
 
 
 # ---- the module-level API: get(case).<method>(...)

@@ -13,9 +13,10 @@ token ids instead (:meth:`interp.core.tasks.Task.token_label`): pair-token model
 label pair ``k*n + v`` as ``(k,v)`` and query ``n*n + i`` as ``i*=i``; the others label id t as
 ``t`` (a key or a value), and as ``i*=t`` at the query position of a whole input (``n_ctx``
 ids: ``to_str_tokens`` and ``to_string`` of one input), so every case prints its query as
-``i*=k``. Strings of these labels separated by spaces go back to ids, so
+``i*=k``; the query position is the task's (:meth:`interp.core.tasks.Task.query_pos`, last in
+the paper's five presentations), for the labels and for the input check alike. Strings of these labels separated by spaces go back to ids, so
 ``model.to_tokens("(0,2) (1,3) i*=1")`` and ``model.to_tokens("2 0 1 i*=1")`` work;
-``to_tokens`` accepts what ``to_str_tokens`` prints, ``i*=k`` as the last label of a whole
+``to_tokens`` accepts what ``to_str_tokens`` prints, ``i*=k`` at the query position of a whole
 input only. Positional labels (``k2``, ``v7``, ``f(3)=1``) are
 :meth:`interp.core.tasks.Task.position_labels`.
 
@@ -67,6 +68,7 @@ class TaskTokenizer:
     def __init__(self, task: tasks.Task, n: int, n_ctx: int | None = None):
         self.task, self.n = task, n
         self.n_ctx = task.seq_len(n) if n_ctx is None else n_ctx  # a whole input's length
+        self.query = task.query_pos(n) if n_ctx is None or n_ctx == task.seq_len(n) else self.n_ctx - 1
         self.name_or_path = f"interp-task-{'pairs' if task.same_position else 'tokens'}-n{n}"
         self.vocab_size = task.d_vocab(n)
         self._ids = {self.label(i): i for i in range(self.vocab_size)}
@@ -79,9 +81,10 @@ class TaskTokenizer:
         return self.task.token_label(self.n, token_id, query=query)
 
     def _labels(self, ids: list[int]) -> list[str]:
-        """Labels of ids; the last is the query's when they are a whole input."""
+        """Labels of ids; the one at the task's query position is the query's when they are a
+        whole input."""
         whole = len(ids) == self.n_ctx
-        return [self.label(int(t), query=whole and p == len(ids) - 1) for p, t in enumerate(ids)]
+        return [self.label(int(t), query=whole and p == self.query) for p, t in enumerate(ids)]
 
     def decode(self, token_ids, **_) -> str:
         ids = token_ids.tolist() if isinstance(token_ids, torch.Tensor) else token_ids
@@ -102,19 +105,23 @@ class TaskTokenizer:
         items = text.split()
         if items and items[0].startswith(BOS):
             raise ValueError(f"prepend_bos=True: a task input has no BOS token (a whole input is "
-                             f"{self.n_ctx} labels, the query last); leave prepend_bos out or pass False")
+                             f"{self.n_ctx} labels, the query {self._where()}); leave prepend_bos out or pass False")
         ids = []
         for p, item in enumerate(items):
-            if item in self._queries and (p < len(items) - 1 or len(items) != self.n_ctx):
-                raise ValueError(f"{item!r} is the query's label: accepted only as the last of a whole "
+            if item in self._queries and (p != self.query or len(items) != self.n_ctx):
+                raise ValueError(f"{item!r} is the query's label: accepted only as {self._where()} of a whole "
                                  f"input's {self.n_ctx} labels (n = {self.n}); here it is label "
                                  f"{p + 1} of {len(items)}")
-            token = self._queries.get(item) if p == self.n_ctx - 1 else None
+            token = self._queries.get(item) if p == self.query else None
             token = self._ids.get(item) if token is None else token
             if token is None:
                 raise ValueError(self._unknown(item))
             ids.append(token)
         return ids
+
+    def _where(self, label: str = "") -> str:
+        """Where the query's label goes in a whole input, in words (the task's query position)."""
+        return f"the last{label}" if self.query == self.n_ctx - 1 else f"label {self.query + 1}"
 
     def _unknown(self, item: str) -> str:
         first, last = self.label(0), self.label(self.n * self.n - 1 if self.task.same_position else self.n - 1)
@@ -122,7 +129,7 @@ class TaskTokenizer:
         if item.isdigit() and int(item) < self.n and self.task.same_position:
             why = " (an answer f(i*) is an output class, logits[:, -1].argmax(-1), not an input token)"
         return (f"{item!r} is not a token of {self.name_or_path}{why}; accepted: {first!r} .. {last!r}, "
-                f"and 'i*=0' .. 'i*={self.n - 1}' as the last label of a whole input")
+                f"and 'i*=0' .. 'i*={self.n - 1}' as {self._where(' label')} of a whole input")
 
     def __call__(self, text, return_tensors=None, **_):
         texts = [text] if isinstance(text, str) else list(text)
@@ -163,12 +170,14 @@ def attach_task(model, case: int | None):
     model.cfg.tokenizer_prepends_bos = False  # a task input has no BOS token
     model.loss_fn = TaskLoss(task, n)
     model.generate = refuse_generate  # an instance attribute, like loss_fn (picklable: module level)
+    model.embed.query_pos = model.tokenizer.query  # where the input check reads the query
     return model
 
 
-def check_input(cfg, tokens) -> None:
+def check_input(cfg, tokens, query_pos: int | None = None) -> None:
     """Raise a ValueError naming the problem unless ``tokens`` is a batch the model of ``cfg``
-    reads (a ``HookedTransformerConfig``)."""
+    reads (a ``HookedTransformerConfig``); ``query_pos``: where its task puts the query (default:
+    last, as in the paper's five presentations)."""
     n, pairs = _shape(cfg)
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype.is_floating_point \
             or tokens.dtype == torch.bool:
@@ -181,9 +190,12 @@ def check_input(cfg, tokens) -> None:
     lo, hi = int(tokens.min()), int(tokens.max())
     if lo < 0 or hi >= cfg.d_vocab:
         raise ValueError(f"token ids from {lo} to {hi}; accepted: 0..{cfg.d_vocab - 1}")
-    if pairs and (bool((tokens[:, :-1] >= n * n).any()) or bool((tokens[:, -1] < n * n).any())):
-        raise ValueError(f"a pair-token model (n = {n}) reads n pair tokens < {n * n} and then one "
-                         f"query token >= {n * n}")
+    q = cfg.n_ctx - 1 if query_pos is None else query_pos
+    if pairs:
+        table = torch.cat([tokens[:, :q], tokens[:, q + 1:]], dim=1)
+        if bool((table >= n * n).any()) or bool((tokens[:, q] < n * n).any()):
+            where = "and then one query token" if q == cfg.n_ctx - 1 else f"and one query token at position {q},"
+            raise ValueError(f"a pair-token model (n = {n}) reads n pair tokens < {n * n} {where} >= {n * n}")
 
 
 class TaskLoss:
@@ -208,7 +220,7 @@ class TaskLoss:
 def _check_embed_input(embed, args) -> None:
     """The forward pre-hook on ``model.embed`` (module level: models stay picklable)."""
     if getattr(embed, "input_check", True):
-        check_input(embed.cfg, args[0])
+        check_input(embed.cfg, args[0], getattr(embed, "query_pos", None))
 
 
 def attach_input_check(model):

@@ -33,6 +33,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from interp.core import tasks
 from interp.training.files import replace_folder, write_synced
 
 FORMAT = "interp-checkpoint/1"
@@ -55,6 +56,30 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def identity(task) -> dict:
+    """What names a registered presentation beyond its number: its case, its class,
+    module-qualified, and its name (stored for a task :func:`interp.core.tasks.register` added;
+    the paper's five are named by their case)."""
+    return {"case": task.case, "class": f"{type(task).__module__}.{type(task).__qualname__}", "name": task.name}
+
+
+def check_identity(stored, where) -> int:
+    """The case of the task :func:`identity` ``stored`` names, when that task is the one
+    registered under its case here; a ValueError naming ``where``, the task stored and the one
+    registered (:class:`interp.core.tasks.UnknownCase`, with how to register, when none is)."""
+    if not isinstance(stored, dict) or set(stored) != {"case", "class", "name"}:
+        raise ValueError(f"{where}: task {stored!r}; accepted: its case, class and name")
+    case, said = stored["case"], f"{stored['class']} ({stored['name']!r})"
+    if isinstance(case, bool) or not isinstance(case, int) or case not in tasks.TASKS:
+        raise tasks.UnknownCase(f"{where}: case {case!r} is {said}, which is not registered here; "
+                                f"{tasks.REGISTER_HINT}")
+    here = identity(tasks.TASKS[case])
+    if here != stored:
+        raise ValueError(f"{where}: case {case} is {said}, but case {case} here is {here['class']} "
+                         f"({here['name']!r}); accepted: the same presentation registered as case {case}")
+    return case
+
+
 def _describe(model) -> dict:
     from interp.core import models
 
@@ -66,6 +91,7 @@ def _describe(model) -> dict:
     task, spec = getattr(model, "task", None), models.spec_of(model)
     return dict(
         **({} if task is None else {"case": task.case}),  # the model's task (interp.core.tasks)
+        **({"task": identity(task)} if task is not None and task.case in tasks.added() else {}),
         **({} if spec is None else {"spec": dataclasses.asdict(spec)}),  # its architecture
         hooked_config=desc,
         pair_embedding=models.has_pair_embedding(model),
@@ -143,16 +169,19 @@ CONFIG_CHOICES = {
 }
 
 
-def check_config(hc: dict, where) -> None:
+def check_config(hc: dict, where, *, spec: bool = False) -> None:
     """Raise a ValueError naming ``where`` and the field unless ``hc`` (a checkpoint's
     ``hooked_config``) is within :data:`CONFIG_LIMITS` / :data:`CONFIG_CHOICES` and its weights
-    fit in half of this machine's memory."""
+    fit in half of this machine's memory. ``spec``: it stores its ModelSpec, whose declarations say
+    what the config may be (:func:`load` holds it to the spec's), so only sizes and dtype are checked."""
     for key, value in hc.items():
         if key in CONFIG_LIMITS:
             lo, hi = CONFIG_LIMITS[key]
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise ValueError(f"{where}: {key}={value!r}; accepted: an integer in {lo}..{hi}")
         elif key in CONFIG_CHOICES:
+            if spec and key != "dtype":
+                continue
             if not any(value is c or (type(value) is type(c) and value == c) for c in CONFIG_CHOICES[key]):
                 raise ValueError(f"{where}: {key}={value!r}; accepted: one of {CONFIG_CHOICES[key]}")
         else:
@@ -224,17 +253,19 @@ def _load(path):
     try:
         state = load_file(str(path / WEIGHTS))
         desc = meta["model"]
+        case = _case(desc, meta.get("train_config"), path / CONFIG)  # the task first, by name
         hc = dict(desc["hooked_config"])
-        check_config(hc, path / CONFIG)
+        check_config(hc, path / CONFIG, spec="spec" in desc)
         hc["dtype"] = {"float32": torch.float32, "float64": torch.float64}[hc["dtype"]]
         spec = _spec(desc, meta.get("train_config"), hc, path / CONFIG)
         # a spec's config is the one building makes (models.hooked_config); others as stored
         cfg = (models._quiet(models.hooked_config, spec, dtype=hc["dtype"]) if spec is not None
                else models._quiet(HookedTransformerConfig, device="cpu", **hc))
+        cfg.init_mode = hc.get("init_mode", cfg.init_mode)  # how its weights were drawn, as saved
     except (SafetensorError, KeyError, TypeError, AttributeError, OSError) as e:
         raise ValueError(f"{path} is truncated or corrupt: {e}") from None
     try:
-        model = models.new_model(cfg, _case(desc, meta.get("train_config")))
+        model = models.new_model(cfg, case)
     except ValueError as e:
         raise ValueError(f"{path / CONFIG}: {e}") from None
     if desc["pair_embedding"]:
@@ -285,33 +316,58 @@ def _spec(desc: dict, train_config, hc: dict, where):
         return spec if _describes(spec, hc) else None
     if stored is None:
         return None
+    if not isinstance(stored, dict):
+        raise ValueError(f"{where}: spec {stored!r}; accepted: a ModelSpec's fields")
+    known = [f.name for f in dataclasses.fields(models.ModelSpec)]
+    if unknown := sorted(set(stored) - set(known)):
+        raise ValueError(f"{where}: spec field(s) {unknown} (= {[stored[k] for k in unknown]}): this version of "
+                         f"interp cannot build them (a checkpoint of another version, or of a field added "
+                         f"elsewhere); accepted: the fields {known}")
     try:
         spec = models.ModelSpec(**stored)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{where}: spec {stored!r}: {e}") from None
-    if not _describes(spec, hc):
-        raise ValueError(f"{where}: spec {stored!r} does not describe its hooked_config")
+    if (differs := _differs(spec, hc)) is not None:
+        raise ValueError(f"{where}: spec {stored!r} does not describe its hooked_config: {differs}")
     return spec
 
 
 def _describes(spec, hc: dict) -> bool:
     """Whether the config building ``spec`` makes (:func:`interp.core.models.hooked_config`)
     holds every field of the stored hooked_config ``hc``."""
+    return _differs(spec, hc) is None
+
+
+def _differs(spec, hc: dict) -> str | None:
+    """The first field of ``hc`` that the config building ``spec`` does not hold, in words."""
     from interp.core import models
 
     want = models._quiet(models.hooked_config, spec, dtype=hc["dtype"])
-    return all(getattr(want, k) == v for k, v in hc.items())
+    for k, v in hc.items():
+        built = _init_mode(spec, want) if k == "init_mode" else getattr(want, k)
+        if built != v:
+            return f"{k}={v!r} (its spec builds {k}={built!r})"
+    return None
 
 
-def _case(desc: dict, train_config) -> int | None:
-    """The case of a checkpoint: stored with the model, else (checkpoints from before the task
-    object) its TrainConfig's, else None (a bare model of unknown task)."""
-    from interp.core import tasks
+def _init_mode(spec, cfg) -> str:
+    """A model of ``spec``'s ``init_mode``: its init family if TransformerLens's (inits sets it)."""
+    return spec.init if spec.init in CONFIG_CHOICES["init_mode"] else cfg.init_mode
 
+
+def _case(desc: dict, train_config, where) -> int | None:
+    """The case of a checkpoint: its registered task's identity (:func:`check_identity`), else the
+    case stored with the model, else (checkpoints from before the task object) its TrainConfig's,
+    else None (a bare model of unknown task)."""
+    if "task" in desc:
+        return check_identity(desc["task"], where)
     case = desc.get("case")
     if case is None and isinstance(train_config, dict):
         case = train_config.get("case")
-    return None if case is None else tasks.check_case(case)
+    try:
+        return None if case is None else tasks.check_case(case)
+    except tasks.UnknownCase as e:
+        raise tasks.UnknownCase(f"{where}: {e}") from None
 
 
 @dataclass(frozen=True)

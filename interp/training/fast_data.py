@@ -3,7 +3,9 @@
 :func:`sample_indices` draws exactly what :func:`interp.core.tasks.sample` draws (same
 generator calls, same permutations, ties included, with a faster argsort) and returns the rows
 of the token table each position reads instead of tokens (:func:`token_indices` for given
-tokens). Used by :mod:`interp.training.fast_ensemble` and :mod:`interp.training.fast_graph`.
+tokens). A registered presentation with a ``sample`` of its own is drawn by it, its tokens read
+as table rows, so every engine trains on the task's sampler (:func:`mirrors`). Used by
+:mod:`interp.training.fast_ensemble` and :mod:`interp.training.fast_graph`.
 """
 
 from __future__ import annotations
@@ -62,9 +64,14 @@ def sample_indices(
 ) -> tuple[Int[Tensor, "K batch pos"], Int[Tensor, "batch"]]:
     """``token_indices`` of ``tasks.sample``'s batch and its answers (same draws), no tokens.
 
+    A presentation whose own ``sample`` (or ``sample_keys``) is not :class:`tasks.Task`'s draws
+    with it, and its tokens become table rows (:func:`token_indices`): the engine trains on
+    the batches the reference loop and the evaluation draw, whatever the sampler does.
     ``out`` (optional): numpy views ``(J [K, batch, pos], answers [batch])`` to fill in place.
     """
     g, task = generator, tasks.get(case)
+    if not mirrors(task):
+        return _own_sample(task, n, batch_size, g, function, key_order, out)
     shape = (batch_size, n)
     if function == "permutation":
         values = _argsort_np(torch.rand(shape, generator=g))
@@ -90,6 +97,28 @@ def sample_indices(
     _fill(J, _positions(task, n), task.same_position, n, keys, values, target)
     if out is None:
         return torch.from_numpy(J), torch.from_numpy(answers)
+    return out
+
+
+def mirrors(task: tasks.Task) -> bool:
+    """Whether ``task`` draws with :meth:`tasks.Task.sample`'s own draws, which
+    :func:`sample_indices` repeats without tokens (else it calls the task's sampler)."""
+    cls = type(task)
+    return cls.sample is tasks.Task.sample and cls.sample_keys is tasks.Task.sample_keys
+
+
+def _own_sample(task, n, batch_size, g, function, key_order, out):
+    """The task's own ``sample``, as table rows (and its answers), checked as the trainer checks
+    it before training (:func:`interp.training.runs.check_sampler`)."""
+    from interp.training.runs import check_sample
+
+    tokens, answers = check_sample(task, n, batch_size, task.sample(
+        n, batch_size, generator=g, function=function, key_order=key_order))
+    J = token_indices(task.same_position, n, tokens)
+    if out is None:
+        return J, answers
+    out[0][...] = J.numpy()
+    out[1][...] = answers.numpy()
     return out
 
 

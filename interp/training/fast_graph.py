@@ -117,6 +117,8 @@ class GraphEnsemble(Ensemble):
         self.stop_step = torch.zeros(S, dtype=torch.int64, device=dev)
         self.stop_loss = torch.tensor(cfg.stop_loss, dtype=torch.float64, device=dev)
         self.pos_zero = stack_params(self.models[:1])["pos"] is None  # once, on the host
+        task = tasks.get(cfg.case)  # the query's position is the task's (a layout may move it)
+        self.final_query = task.same_position and task.query_pos(cfg.n) == task.seq_len(cfg.n) - 1
         self.graph = None
         self._ahead = None  # (host buffer, steps) of a block drawn and not yet run
         self._buf = 0
@@ -206,7 +208,7 @@ class GraphEnsemble(Ensemble):
         views = Unflatten.apply(self.flat, self.layout, box)
         p = stack_params(self.models, leaves={id(q): v for q, v in zip(self.params[0], views)},
                          pos_zero=self.pos_zero)
-        p["final_query"] = tasks.get(self.cfg.case).same_position  # batches end in a query token
+        p["final_query"] = self.final_query  # every batch ends in a query token (pair tables)
         J = self.J_block.index_select(0, self.slot)[0]
         answers = self.ans_block.index_select(0, self.slot)[0]
         losses = seed_losses(p, J, answers)  # [seed]

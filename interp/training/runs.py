@@ -298,6 +298,37 @@ def trainable(model) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
+def check_sample(task, n: int, batch: int, drawn) -> tuple[torch.Tensor, torch.Tensor]:
+    """``drawn`` (what ``task.sample(n, batch, ...)`` returned) as ``(tokens, answers)``, or a
+    one-line ValueError naming the task and what is wrong: tokens ``[batch, seq_len]`` of the
+    task's vocabulary, answers ``[batch]`` integers in 0..n-1."""
+    where = f"case {task.case} ({type(task).__module__}.{type(task).__qualname__}): its sample(n={n}, {batch})"
+    if not isinstance(drawn, tuple) or len(drawn) != 2:
+        raise ValueError(f"{where} returned a {type(drawn).__name__}; accepted: (tokens, answers)")
+    tokens, answers = drawn
+    L, vocab = task.seq_len(n), task.d_vocab(n)
+    for name, t, shape, top in (("tokens", tokens, (batch, L), vocab), ("answers", answers, (batch,), n)):
+        if not isinstance(t, torch.Tensor) or t.dtype.is_floating_point or t.dtype == torch.bool:
+            raise ValueError(f"{where} returned {name} of type {getattr(t, 'dtype', type(t).__name__)}; "
+                             "accepted: an integer tensor")
+        if tuple(t.shape) != shape:
+            raise ValueError(f"{where} returned {name} of shape {tuple(t.shape)}; accepted: {shape}")
+        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= top):
+            raise ValueError(f"{where} returned {name} from {int(t.min())} to {int(t.max())}; "
+                             f"accepted: 0..{top - 1}")
+    return tokens.long(), answers.long()
+
+
+def check_sampler(config: TrainConfig) -> None:
+    """Draw two inputs from the task's own sampler (a generator of its own: no run's stream is
+    touched) and check them (:func:`check_sample`) before anything is built or trained, so a
+    registered task whose answers have the wrong shape is refused in one line, not after the run."""
+    task = tasks.get(config.case)
+    drawn = task.sample(config.n, 2, generator=torch.Generator().manual_seed(0), function=config.function,
+                        key_order=config.key_order)
+    check_sample(task, config.n, 2, drawn)
+
+
 @torch.inference_mode()
 def evaluate_accuracy(model, config: TrainConfig) -> float:
     """Accuracy over ``config.eval_batches`` fresh batches from the run's test stream, by the

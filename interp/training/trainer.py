@@ -66,7 +66,8 @@ from torch import Tensor
 from interp.core import fields, limits, tasks
 from interp.training import fast_train
 from interp.training.runs import (  # noqa: F401 - TrainConfig, RunResult, ... stay importable from here
-    DEVICES, ENGINES, INITS, RunResult, TrainConfig, check_device, evaluate_accuracy, generator, init_model,
+    DEVICES, ENGINES, INITS, RunResult, TrainConfig, check_device, check_sampler, evaluate_accuracy, generator,
+    init_model,
     stream_seed, trainable,
 )
 
@@ -214,6 +215,7 @@ def _train(configs, engine, device, watch: "_Watch", *, state_file=None, every=6
     if refused:
         raise ValueError(refused)
     limits.check_trainable(configs[0], seeds=len(configs))  # before any tensor is allocated
+    check_sampler(configs[0])  # the task's own sampler draws what every engine reads
     results = None
     try:
         watch.open()

@@ -7,7 +7,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +29,7 @@ interp.tasks.register(PRESENTATION)
 @pytest.fixture
 def user_module(tmp_path, monkeypatch):
     (tmp_path / "my_tasks_value_first.py").write_text(textwrap.dedent(MODULE))
+    sys.modules.pop("my_tasks_value_first", None)  # imported afresh: its import registers case 6
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv(cli.TASKS_ENV, "my_tasks_value_first")
     yield
@@ -58,3 +62,49 @@ def test_a_module_that_does_not_import_is_refused_before_work(tmp_path, monkeypa
     assert rc == 2 and not (tmp_path / "x").exists()
     assert "INTERP_TASKS='no_such_module_here': module 'no_such_module_here' did not import" in err
     assert "accepted: comma-separated importable module names" in err
+
+
+def test_a_checkpoint_of_a_task_not_registered_says_to_set_interp_tasks(tmp_path, user_module, monkeypatch):
+    """The checkpoint names its task (module and class); without the module that registers it,
+    interp probe refuses in one line that names the task and INTERP_TASKS, not 'case=6 is not a
+    presentation' (issue 50, item 3)."""
+    run = tmp_path / "run"
+    rc, _, err = _run(["train", "--case", "6", "--n", "4", "--d-token", "4", "--steps", "2",
+                       "--reading", "attention-only", "--out", str(run)])
+    assert rc == 0, err
+    monkeypatch.delenv(cli.TASKS_ENV)
+    interp.tasks.unregister(6)
+    rc, out, err = _run(["probe", str(run), "--json"])
+    assert rc == 2 and out == ""
+    line, = err.strip().splitlines()
+    assert "case 6 is core.test_external_task.ValueFirst ('consecutive, permuted keys, value first'), " \
+           "which is not registered here" in line
+    assert "set INTERP_TASKS to the module that registers it" in line
+
+
+SWEEP = """
+import my_tasks_value_first  # registers case 6 in the loader's process too
+from interp.sweeps import TableLayout
+from interp.training.trainer import TrainConfig
+
+CONFIGS = [TrainConfig(case=6, n=3, d_token=4, max_steps=5, batch_size=16, eval_batches=1)]
+LAYOUT = TableLayout(rows=("case",), column="d_token")
+"""
+
+
+def test_atlas_and_explore_of_a_sweep_of_it_say_to_set_interp_tasks(tmp_path, user_module, monkeypatch):
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    (folder / "configs.py").write_text(textwrap.dedent(SWEEP))
+    tests = str(Path(__file__).resolve().parents[1])  # the user's module imports core.test_external_task
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), tests, os.environ.get("PYTHONPATH", "")]))
+    rc, _, err = _run(["sweep", str(folder)])
+    assert rc == 0, err
+    monkeypatch.delenv(cli.TASKS_ENV)
+    interp.tasks.unregister(6)
+    rc, _, err = _run(["atlas", str(folder), "--json"])
+    assert rc == 2 and "case=6 is not a presentation" in err
+    assert "set INTERP_TASKS to the module that registers it" in err
+    rc, _, err = _run(["explore", str(folder), "--out", str(tmp_path / "page"), "--json"])
+    page = tmp_path / "page" / "index.html"  # the run skipped, named on the page with why
+    assert "set INTERP_TASKS to the module that registers it" in err + (page.read_text() if page.exists() else "")

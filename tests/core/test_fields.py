@@ -19,6 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from interp.core import fields, models
 from interp.training.runs import TrainConfig
@@ -36,7 +37,8 @@ CHECKS = textwrap.dedent('''
     import pytest, torch
     import interp
     from interp.cli import _parser, train as train_cli
-    from interp.core import limits, models, tasks
+    from interp.core import forward, limits, models, tasks
+    from interp.inspect import analysis
     from interp.inspect.studies import atlas
     from interp.sweeps.configs_file import check_sizes
     from interp.training import checkpoints, fast_train, trainer
@@ -58,6 +60,23 @@ CHECKS = textwrap.dedent('''
         check_sizes(Path("configs.py"), [config])
     result = trainer.train(config, engine="reference")  # TransformerLens computes it
     out["heads"] = result.model.blocks[0].attn.W_Q.shape[0]
+    tokens = tasks.sample(1, 3, 16)[0]  # the package's evaluation pass gives TransformerLens's logits
+    out["tl_logits"] = bool(torch.allclose(forward.final_logits(result.model, tokens),
+                                           result.model(tokens)[:, -1], atol=1e-6, rtol=0))
+    with pytest.raises(ValueError, match=r"^W_O='identity' fixes blocks.0.attn.W_O at a value of shape \\(1, 2, 2\\), "
+                                         r"but this model's is \\(2, 2, 2\\) \\(n_heads=2\\); accepted: the other choice$"):
+        models.build_model(1, 3, 2, n_heads=2, W_O="identity")  # the fixed W_O = I is one head's: refused
+    swapped = models.build_model(1, 3, 2, n_heads=2, seed=1)
+    with torch.no_grad():  # the same model with its heads swapped: the same logits
+        for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V"):
+            getattr(swapped.blocks[0].attn, name).copy_(getattr(result.model.blocks[0].attn, name).flip(0))
+        for name, p in result.model.named_parameters():
+            if not name.startswith("blocks.0.attn.") or name.endswith("b_O"):
+                swapped.get_parameter(name).copy_(p)
+    out["swapped"] = bool(torch.allclose(swapped(tokens), result.model(tokens), atol=1e-6, rtol=0))
+    for m in (result.model, swapped):  # a label read from head 0 would differ: measuring refuses both
+        with pytest.raises(ValueError, match=r"reads one head per layer and this model has n_heads=2"):
+            analysis.measure(m, batch_size=16)
     with tempfile.TemporaryDirectory() as tmp:
         checkpoints.save(result, Path(tmp) / "run")
         run = checkpoints.load_run(Path(tmp) / "run")  # loading: the same config, the same logits
@@ -93,6 +112,7 @@ def test_a_field_is_its_declaration(tmp_path):
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["where"].startswith(str(copy))
     assert (got["flag"], got["hooked"], got["heads"]) == (2, 2, 2)
+    assert got["tl_logits"] and got["swapped"]
     assert got["loaded"] == [2, 2, True, True]
     assert got["memory"] is True
     assert got["atlas"] == "attention-only[n_heads=2]"  # never pooled with one-head runs
@@ -111,8 +131,56 @@ def test_every_field_is_declared_with_its_facts():
         assert (info.hooked is None) == bool(info.built), f.name
         if f.default is not dataclasses.MISSING:
             assert info.accepts(f.default), f.name
-    assert fields.reading_fields(TrainConfig) == ("attn_bias", "unembed_bias", "W_O", "residual", "init",
-                                                  "pos_init", "embed_scale", "key_order")
+    for name in fields.reading_fields(TrainConfig):  # a reading field can tell readings apart
+        accepted = fields.infos(TrainConfig)[name].accepted
+        assert isinstance(accepted, tuple) and len(accepted) >= 2, name
+
+
+#: every value a ModelSpec field declares (a tuple of choices), off the base model below: read
+#: from the declarations, so a field added later is checked here without editing this file
+BASE = dict(case=5, n=3, d_token=4, n_layers=2, d_mlp=8)
+VALUES = [(name, value) for name, info in fields.infos(models.ModelSpec).items()
+          if isinstance(info.accepted, tuple) and name not in ("case",)
+          for value in info.accepted if value != BASE.get(name, dataclasses.MISSING)]
+
+
+@pytest.mark.parametrize("name, value", VALUES, ids=[f"{n}={v}" for n, v in VALUES])
+def test_every_declared_value_builds_the_model_transformer_lens_computes(name, value, tmp_path):
+    """Meaning, not plumbing, for every declared value: the package's evaluation pass gives
+    TransformerLens's own logits, the fast engine too where its declaration says it computes the
+    value, a checkpoint gives back the same spec and logits, and the slot attribution of the
+    attention-only model adds up to TransformerLens's logit of the answer."""
+    from interp.core import forward, tasks
+    from interp.training import checkpoints, fast_train
+
+    spec = models.ModelSpec(**{**BASE, name: value})
+    model = models.from_spec(spec, seed=2)
+    with torch.no_grad():  # biases off zero, so a bias choice shows in the logits
+        for p in model.parameters():
+            if p.requires_grad and p.ndim == 1:
+                p.normal_(0, 0.3, generator=torch.Generator().manual_seed(p.numel()))
+    tokens, _ = tasks.sample(spec.case, spec.n, 32, generator=torch.Generator().manual_seed(0))
+    want = model(tokens)[:, -1]
+    torch.testing.assert_close(forward.final_logits(model, tokens), want, atol=1e-5, rtol=0)
+    if fields.refusal(spec, "fast") is None:
+        torch.testing.assert_close(fast_train.model_final_logits(model, tokens), want, atol=1e-5, rtol=0)
+    loaded = checkpoints.load(checkpoints.save(model, tmp_path / "m"))
+    assert loaded.spec == spec and torch.equal(loaded(tokens)[:, -1], want)
+    assert getattr(loaded.spec, name) == value
+    if name != "mlp":  # attention-only (mlp="last" needs an MLP): the attribution adds up to the logit
+        _attribution_adds_up(models.from_spec(models.ModelSpec(**{**BASE, "d_mlp": 0, name: value}), seed=3), tokens)
+
+
+def _attribution_adds_up(model, tokens) -> None:
+    from interp.inspect.tools import interventions
+
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad and p.ndim == 1:
+                p.normal_(0, 0.3, generator=torch.Generator().manual_seed(p.numel()))
+    d = interventions.slot_logit_attribution(model, tokens)
+    logit = model(tokens)[torch.arange(len(tokens)), -1, d["answers"]]
+    torch.testing.assert_close(d["per_position"].sum(-1) + d["residual"] + d["bias"], logit, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("spec", [models.ModelSpec(1, 5, 4), models.ModelSpec(3, 4, 3, 2, "none", d_mlp=6),

@@ -120,7 +120,7 @@ def _with_symbol(task: tasks.Task, n: int, view: hooks.TaskView, variable: str,
     """The base inputs with the variable set to ``symbol``: the read slot's value, or the target."""
     if variable == "query":
         tokens = view.tokens.clone()
-        tokens[:, -1] = task.query_token(n, symbol)
+        tokens[:, task.query_pos(n)] = task.query_token(n, symbol)
         return tokens
     values = view.values.clone()
     values[torch.arange(len(symbol)), view.slot_of_target] = symbol

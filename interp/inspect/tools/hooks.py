@@ -69,11 +69,13 @@ _CHECKED: ContextVar = ContextVar("interp_checked_model", default=None)
 
 @contextmanager
 def checked(model, *, case: int | None = None, n: int | None = None):
-    """Validate ``model`` once (:func:`check_model`) and yield ``(task, n)``; inside the block,
+    """Validate ``model`` once (:func:`check_model`; the measures read one head per layer, so a
+    model of several heads is refused by name, :func:`one_head`) and yield ``(task, n)``; inside the block,
     every :func:`check_model` of the same model object (the measures a caller runs on it) takes
     that answer instead of reading the model again. A different model, or a ``case``/``n``
     that disagrees, is checked as usual."""
     task, n = check_model(model, case=case, n=n)
+    one_head(model.cfg.n_heads, "measuring a model's mechanism (its measures and labels)")
     token = _CHECKED.set((model, task, n))
     try:
         yield task, n
@@ -104,7 +106,8 @@ def sample_inputs(
     tokens, _ = tasks.sample(case, n, batch_size, generator=g, function=function)
     targets = torch.arange(batch_size) % n
     targets = targets[torch.randperm(batch_size, generator=g)]
-    tokens[:, -1] = tasks.get(case).query_token(n, targets)
+    task = tasks.get(case)
+    tokens[:, task.query_pos(n)] = task.query_token(n, targets)  # where the task puts its query
     return tokens
 
 
@@ -175,13 +178,15 @@ def construction_targets(
 
 
 def attention_patterns(
-    model, tokens, *, head: int = 0
+    model, tokens, *, head: int | None = None
 ) -> Float[Tensor, "layer batch query_pos key_pos"]:
     """The attention pattern of every layer, read from ``blocks.L.attn.hook_pattern``.
 
     The cache holds the pattern actually used: hard attention modes installed by
     :func:`interp.core.attention.set_attention` replace the softmax at that hook before caching.
+    ``head``: which head (None: the one head; a model with several must name it).
     """
+    head = one_head(model.cfg.n_heads, "attention_patterns") if head is None else head
     if not 0 <= head < model.cfg.n_heads:
         raise ValueError(f"head={head}; accepted: 0..{model.cfg.n_heads - 1}")
     with torch.no_grad():
@@ -191,10 +196,24 @@ def attention_patterns(
     return patterns_from_cache(cache, model.cfg.n_layers, head)
 
 
-def patterns_from_cache(cache, n_layers: int, head: int = 0) -> Float[Tensor, "layer batch query_pos key_pos"]:
+def patterns_from_cache(cache, n_layers: int, head: int | None = None) -> Float[Tensor, "layer batch query_pos key_pos"]:
     """One head's ``blocks.L.attn.hook_pattern`` of layers 0..n_layers-1 from an ActivationCache:
-    TransformerLens's ``cache.stack_activation("pattern", n_layers)[:, :, head]``, in float32."""
-    return cache.stack_activation("pattern", n_layers)[:, :, head].float()
+    TransformerLens's ``cache.stack_activation("pattern", n_layers)[:, :, head]``, in float32
+    (``head`` None: the one head; a cache of several heads must name it)."""
+    stacked = cache.stack_activation("pattern", n_layers)
+    head = one_head(stacked.shape[2], "patterns_from_cache") if head is None else head
+    return stacked[:, :, head].float()
+
+
+def one_head(n_heads: int, reader: str) -> int:
+    """0, the head a reader of "the" head reads, when there is one; a ValueError naming the
+    reader and the head count otherwise (which head carries the answer is not known, so no
+    reader assumes head 0)."""
+    if n_heads != 1:
+        raise ValueError(f"{reader} reads one head per layer and this model has n_heads={n_heads}: which head "
+                         "carries the answer is not known here, so none is assumed; accepted: n_heads=1, or "
+                         "name the head (head=) where the reader takes one")
+    return 0
 
 
 @dataclass(frozen=True)

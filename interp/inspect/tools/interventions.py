@@ -49,7 +49,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from interp.core import tasks
+from interp.core import models, tasks
 from interp.inspect.tools import hooks
 
 # ----------------------------------------------------------------------------- the engine
@@ -144,14 +144,17 @@ def slot_logit_attribution(model, tokens: Int[Tensor, "batch pos"], *, case: int
     that). How each source position writes the answer's logit at the final position, through the
     last attention layer, for attention-only models: ``per_position[b, p]`` = the last layer's
     pattern (final query -> p) times ``v_p W_O W_U[:, f(i*)]``, summed over heads; ``residual``
-    = the final position's residual before that layer, ``bias`` = ``b_O W_U + b_U`` at the
-    answer. The three add up to the answer's logit (``total``)."""
+    = the final position's residual that layer adds to (its input; x_0, the embedding, where
+    the spec's residual="embed" makes the last layer add to it), ``bias`` = ``b_O W_U + b_U`` at
+    the answer. The three add up to the answer's logit (``total``)."""
     task, n = hooks.check_model(model, case=case, n=n)
     if not model.cfg.attn_only:
         raise ValueError("slot_logit_attribution needs an attention-only model: an MLP after "
                          "the last attention layer is not linear in the positions")
     last = model.cfg.n_layers - 1
-    names = {f"blocks.{last}.attn.hook_pattern", f"blocks.{last}.attn.hook_v", f"blocks.{last}.hook_resid_pre"}
+    embed = getattr(models.spec_of(model), "residual", "stream") == "embed" and last >= 1
+    base = f"blocks.{0 if embed else last}.hook_resid_pre"  # what the last layer's output is added to
+    names = {f"blocks.{last}.attn.hook_pattern", f"blocks.{last}.attn.hook_v", base}
     with torch.no_grad():
         answers = task.answers(n, tokens)
         logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name in names)
@@ -161,7 +164,7 @@ def slot_logit_attribution(model, tokens: Int[Tensor, "batch pos"], *, case: int
         v = cache[f"blocks.{last}.attn.hook_v"]  # [batch, pos, head, d_head]
         written = torch.einsum("bphd,hdm,bm->bhp", v, attn.W_O, u)  # v_p W_O . u per head
         per_position = (pattern * written).sum(1)  # [batch, pos]
-        residual = (cache[f"blocks.{last}.hook_resid_pre"][:, -1] * u).sum(-1)
+        residual = (cache[base][:, -1] * u).sum(-1)
         bias = attn.b_O @ u.T
         bias = bias + model.b_U[answers]
         return dict(per_position=per_position, residual=residual, bias=bias,
