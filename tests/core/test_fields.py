@@ -233,3 +233,33 @@ def test_an_engine_refusal_comes_before_anything_is_built_or_stored(monkeypatch,
         "LAYOUT = TableLayout(rows=('case',), column='d_token')\n")
     assert cli.main(["sweep", str(folder)]) == 2
     assert not (folder / "results").exists()
+
+
+def test_a_field_the_readers_cannot_compute_is_refused_by_each_by_name(tmp_path):
+    """A LayerNorm field, declared on a subclass (its declaration alone): TransformerLens builds it;
+    every reader that would compute it wrongly refuses by name instead (the evaluation pass, the
+    fast engine, the attribution, measuring), and a checkpoint of a spec this version cannot
+    build is refused naming the field. Issue 50: the attribution stopped adding up, silently."""
+    from dataclasses import dataclass
+
+    from interp.core import forward, tasks
+    from interp.inspect.mechanism.measure import measure
+    from interp.inspect.tools import interventions
+    from interp.training import checkpoints, fast_train
+
+    @dataclass(frozen=True)
+    class WithNorm(models.ModelSpec):
+        norm: str = fields.declare("none", accepted=("none", "LN"), flag="--norm", help="LayerNorm",
+                                   hooked=lambda s: dict(normalization_type=None if s.norm == "none" else s.norm))
+
+    model = models.from_spec(WithNorm(5, 3, 4, n_layers=2, norm="LN"), seed=0)
+    assert model.cfg.normalization_type == "LN"
+    tokens, _ = tasks.sample(5, 3, 8, generator=torch.Generator().manual_seed(0))
+    for reader, words in ((forward.final_logits, "normalization_type='LN'"),
+                          (fast_train.model_final_logits, "normalization_type='LN'"),
+                          (interventions.slot_logit_attribution, "without LayerNorm.*normalization_type='LN'"),
+                          (lambda m, t: measure(m, batch_size=16), "normalization_type='LN'")):
+        with pytest.raises(ValueError, match=words):
+            reader(model, tokens)
+    with pytest.raises(ValueError, match=r"spec field\(s\) \['norm'\] \(= \['LN'\]\): this version of interp cannot build"):
+        checkpoints.load(checkpoints.save(model, tmp_path / "ln"))

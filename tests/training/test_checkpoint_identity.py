@@ -91,3 +91,23 @@ def test_the_papers_checkpoints_keep_their_config_json(tmp_path):
     path = checkpoints.save(interp.models.build_model(5, 3, 2, seed=0), tmp_path / "p")
     assert "task" not in json.loads((path / checkpoints.CONFIG).read_text())["model"]
     assert checkpoints.load(path).task is interp.tasks.get(5)
+
+
+def test_a_stored_spec_says_what_its_config_may_be():
+    """The allow-list of hooked_config values holds for checkpoints without a spec; with one, the
+    spec's declarations say (a LayerNorm field's normalization_type saved, then refused on load,
+    was issue 50's finding), and load holds the config to the one the spec builds."""
+    hc = {"normalization_type": "LN", "dtype": "float32", "n_layers": 1}
+    checkpoints.check_config(hc, "x", spec=True)
+    with pytest.raises(ValueError, match=r"^x: normalization_type='LN'; accepted: one of \(None,\)$"):
+        checkpoints.check_config(hc, "x")
+    with pytest.raises(ValueError, match=r"^x: dtype='float16'"):
+        checkpoints.check_config({**hc, "dtype": "float16"}, "x", spec=True)
+
+
+def test_a_config_its_spec_does_not_build_is_refused_naming_the_field(saved):
+    _, path = saved
+    _edit(path, lambda m: m["hooked_config"].update(normalization_type="LN"))
+    with pytest.raises(ValueError, match=r"does not describe its hooked_config: normalization_type='LN' "
+                                         r"\(its spec builds normalization_type=None\)"):
+        checkpoints.load(path)

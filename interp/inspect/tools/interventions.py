@@ -151,6 +151,9 @@ def slot_logit_attribution(model, tokens: Int[Tensor, "batch pos"], *, case: int
     if not model.cfg.attn_only:
         raise ValueError("slot_logit_attribution needs an attention-only model: an MLP after "
                          "the last attention layer is not linear in the positions")
+    if model.cfg.normalization_type is not None:  # a norm rescales the sum: it would not add up
+        raise ValueError(f"slot_logit_attribution needs a model without LayerNorm; this one has "
+                         f"normalization_type={model.cfg.normalization_type!r}, which is not linear in the positions")
     last = model.cfg.n_layers - 1
     embed = getattr(models.spec_of(model), "residual", "stream") == "embed" and last >= 1
     base = f"blocks.{0 if embed else last}.hook_resid_pre"  # what the last layer's output is added to
