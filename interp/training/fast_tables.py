@@ -89,8 +89,8 @@ def query_rows(p: dict, J: Tensor) -> tuple[Tensor, str]:
 
     For pair tables the query token ``n*n + i*`` reads key row i* and the zero row 2n, which
     adds nothing: then only the key rows are needed ("keys"). Otherwise all rows ("all").
-    ``p["final_query"]`` (set by a caller whose inputs all end in a query token, as training
-    batches do) says so without reading J back from the device.
+    ``p["final_query"]`` (set by a caller whose inputs all end in a query token: the training
+    batches of a task whose ``query_pos`` is last) says so without reading J back from the device.
     """
     J_last = J[..., -1]
     if p["pairs"] is not None:
