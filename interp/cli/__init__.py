@@ -137,12 +137,15 @@ def _main(argv: list[str]) -> int:
             from interp.training.files import check_name_length  # system, refused before work
 
             check_name_length(args.out)
+        batch = getattr(args, "batch_size", None)  # every command's --batch-size, before any work
+        if batch is not None and batch < 1:
+            raise ValueError(f"--batch-size {batch}; accepted: an integer >= 1")
         return int(importlib.import_module(args._module).run(args) or 0)
     except ValueError as e:  # bad input: a clear message, not a traceback
         print(f"interp {args.command}: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # permissions, a full disk, a missing folder: one line, what to do
-        print(f"interp {args.command}: error: {os_problem(e)}", file=sys.stderr)
+        print(f"interp {args.command}: error: {os_problem(e, _written_by(args))}", file=sys.stderr)
         return 2
     except sqlite3.Error as e:  # the store failed mid-write (e.g. the disk filled up)
         from interp.sweeps.store import sqlite_problem
@@ -161,9 +164,20 @@ def _store_of(args) -> Path:
     return Path("the results store")
 
 
-def os_problem(e: OSError) -> str:
-    """One line for an operating-system error: the path, what happened, what to do."""
-    where = e.filename if e.filename is not None else "a file"
+def _written_by(args) -> str | None:
+    """Where a command writes (its ``--out``, else its store), for an OSError that names no
+    file (``write()`` on a full disk names none)."""
+    for key in ("out", "store", "dest"):
+        value = getattr(args, key, None)
+        if isinstance(value, (str, os.PathLike)) and value:
+            return f"a file under {os.path.abspath(value)}"
+    return None
+
+
+def os_problem(e: OSError, where_else: str | None = None) -> str:
+    """One line for an operating-system error: the path (``where_else`` when the error names
+    none), what happened, what to do."""
+    where = e.filename if e.filename is not None else where_else or "a file"
     if e.errno in (errno.EACCES, errno.EPERM):
         return (f"{where}: permission denied; make it (and its folder) writable by this user, "
                 "or pass another --store/--out")

@@ -11,6 +11,7 @@ with ``--out`` writes ``<out>/<name>.md`` (report), ``.csv`` (per-seed table) an
 from __future__ import annotations
 
 import json
+import sys
 
 
 def add_arguments(p) -> None:
@@ -45,9 +46,11 @@ def run(args) -> int:
     if args.out:
         analysis.write_report(res, args.out, stem, title=title)
     if args.json:
-        print(json.dumps(dict(groups=res.groups.to_dict("records"),
-                              seeds=res.table.to_dict("records"), answers=res.answers),
+        print(json.dumps(dict(groups=res.groups.to_dict("records"), seeds=res.table.to_dict("records"),
+                              answers=res.answers, skipped=res.skipped),
                          indent=1, default=str))
     else:
         print(res.markdown(title))
+    for name, why in res.skipped.items():  # named in the report too; here on stderr as well
+        print(f"skipped: {why}", file=sys.stderr)
     return 0

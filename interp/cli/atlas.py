@@ -56,6 +56,17 @@ def default_out(given: str, store: Path) -> Path:
     return Path(given) if Path(given).is_dir() else store.parent
 
 
+def writable(out: Path, *, given: bool) -> None:
+    """Refuse, before any measuring, an output folder this user cannot write (a read-only
+    store's folder, the default output), naming it whole and what to do."""
+    folder = out.resolve()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        flag = "--out" if given else "the default output (the store's folder)"
+        raise ValueError(f"{folder}: not writable by this user ({flag}); pass --out DIR, a folder you can write")
+
+
 def _shown(path: str) -> str:
     """``path`` relative to the working folder when it lies inside it (atlas.md names it)."""
     try:
@@ -71,6 +82,7 @@ def run(args) -> int:
         raise ValueError(f"--batch-size {args.batch_size}; accepted: an integer >= 1")
     store = find_store(args.store)  # a path with no store: one line, before any work
     out = Path(args.out) if args.out else default_out(args.store, store)
+    writable(out, given=bool(args.out))
     cache = None if args.remeasure else out / "atlas.csv"
     if cache is not None:
         from interp.inspect.studies.atlas import read_cache
@@ -87,7 +99,7 @@ def run(args) -> int:
     c = df.attrs.get("cache", {})
     cache_line = (f"{c.get('reused', 0)} rows from the cache, {c.get('measured', 0)} measured "
                   f"({c.get('bad', 0)} cached rows cut or edited, measured again); "
-                  f"{c.get('skipped', 0)} skipped (checkpoint not its store row's)")
+                  f"{c.get('skipped', 0)} skipped (each named above: no usable checkpoint)")
     for note in (df["note"].dropna() if "note" in df else []):
         print(note, file=sys.stderr)
     written = atlas.write_atlas(df, out, source=_shown(args.store))

@@ -37,24 +37,17 @@ def add_arguments(p) -> None:
                    help="also the codes' dimensions by a learned rotation (DAS; softmax models)")
 
 
-def checked(path):
-    """``path``; a sweep's run folder (``<store folder>/checkpoints/<run>`` beside
-    ``store.sqlite``) is first checked against its store row (issue 43), so a swapped or replaced
-    checkpoint is refused by name instead of measured as that run."""
-    from pathlib import Path
-
+def load_checked(path):
+    """The model at checkpoint ``path``; a sweep's run folder (``<store folder>/checkpoints/<run>``
+    beside ``store.sqlite``) is first checked against its store row (issues 43, 55:
+    :func:`interp.sweeps.store.checked_model`, its files, config.json, shape and re-measured
+    accuracy), so a swapped, replaced or forged checkpoint is refused by name instead of
+    measured as that run."""
     from interp.sweeps import store
+    from interp.training import checkpoints
 
-    folder = Path(path).resolve()
-    store_file = folder.parent.parent / "store.sqlite"
-    if folder.parent.name != "checkpoints" or not store_file.is_file():
-        return path
-    rows = store.read(store_file)
-    row = rows[rows["name"].astype(str) == folder.name]
-    if row.empty:
-        raise ValueError(f"{path}: a folder among {store_file}'s checkpoints that the store does not "
-                         "list; probe a copy of it outside the store's folder if it is yours")
-    return store.checked_checkpoint(store_file, row.iloc[0])
+    inside = store.store_of_folder(path)
+    return checkpoints.load(path) if inside is None else store.checked_model(*inside)
 
 
 def model_from_args(args):
@@ -78,7 +71,7 @@ def model_from_args(args):
     if args.attention is not None:  # a trained model's attention is its own
         raise ValueError(f"--attention {args.attention} picks a construction's attention mode; "
                          f"with a checkpoint ({args.checkpoint}) it would be ignored: drop it")
-    model = checkpoints.load(checked(args.checkpoint))
+    model = load_checked(args.checkpoint)
     if model.task is None:  # an old checkpoint that stores neither its case nor a TrainConfig
         if args.case is None:
             raise ValueError(f"{args.checkpoint} stores no case (nor a TrainConfig); pass --case")

@@ -5,10 +5,15 @@
 (:func:`interp.inspect.studies.timelines.timeline`); a run without snapshots is trained again with them
 first (on the CPU, checked bit for bit against its checkpoint, and saved beside it in
 ``timeline/``). Writes, whole or not at all, into ``--out`` (default: the run folder, or the
-folder the store's sweep lives in): ``timeline.csv`` (one row per run and snapshot),
+folder the store's sweep lives in; a folder this user cannot write is refused before any work,
+naming it): ``timeline.csv`` (one row per run and snapshot, each sealed),
 ``timeline.md`` (per run: when the routing forms, when the code settles, the plateau exit, the
 outcome) and ``timeline-<run>-seed<S>.png`` per run
-(:mod:`interp.inspect.studies.timeline_report`).
+(:mod:`interp.inspect.studies.timeline_report`). A run whose checkpoint is not its store row's (a run
+folder inside a store is checked against its row first), is corrupt or has NaN weights, or whose
+saved timeline does not check, is skipped with a line naming it; the command fails only when no
+run can be read. The snapshots of a run whose folder this user cannot write (a read-only store)
+are saved under ``--out``'s ``snapshots/`` instead.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ def default_out(source: Path) -> Path:
 
 
 def run(args) -> int:
+    import sys
+
+    from interp.cli.atlas import writable
     from interp.inspect.studies.timeline_report import write_timeline
 
     source = Path(args.source)
@@ -45,13 +53,18 @@ def run(args) -> int:
         raise ValueError(f"{source} does not exist; accepted: a run folder, a sweep folder or a store file")
     if args.keep < 2:
         raise ValueError(f"--keep {args.keep}; accepted: an integer >= 2 (step 0 and the last step)")
-    if args.batch_size < 1:
-        raise ValueError(f"--batch-size {args.batch_size}; accepted: an integer >= 1")
     out = Path(args.out) if args.out else default_out(source)
-    written = write_timeline(source, out, batch_size=args.batch_size, keep=args.keep)
+    writable(out, given=bool(args.out))
+    # snapshots of runs whose folder this user cannot write go under --out (issue 55)
+    written = write_timeline(source, out, batch_size=args.batch_size, keep=args.keep,
+                             snapshots_out=out / "snapshots" if args.out else None)
+    for name, why in written["skipped"].items():
+        print(f"skipped: {why}" if name in why else f"skipped run {name}: {why}", file=sys.stderr)
     if args.json:
         print(json.dumps(written))
     else:
-        print(f"timelines of {len(written['figures'])} run(s), {written['rows']} snapshots: "
-              f"{written['markdown']}, {written['csv']}, {len(written['figures'])} figure(s)")
+        skipped = len(written["skipped"])
+        print(f"timelines of {len(written['figures'])} run(s), {written['rows']} snapshots"
+              + (f", {skipped} run(s) skipped (named above)" if skipped else "")
+              + f": {written['markdown']}, {written['csv']}, {len(written['figures'])} figure(s)")
     return 0

@@ -226,6 +226,6 @@ def warm_loader() -> None:
 
 
 def _start_server() -> None:
-    from multiprocessing import forkserver
+    from interp.sweeps.local_backend import start_server
 
-    forkserver.ensure_running()  # returns once started; the server imports on its own
+    start_server()  # returns once started; the server imports on its own, SIGINT ignored

@@ -35,6 +35,8 @@ def run_pool(groups, sweep_name, workers, threads, on_start, commit, device: str
     CLI) or an error in ``commit`` terminates the running groups' processes and propagates.
     """
     ctx = _context()
+    if ctx.get_start_method() == "forkserver":
+        start_server()
     branch = mkl_branch()
     presentations = tuple(tasks.added().values())  # registered outside interp: the workers too
     running: list[_Worker] = []
@@ -72,6 +74,37 @@ def _context():
     ctx.set_forkserver_preload(["interp.sweeps.local_backend", "interp.training.trainer",
                                 "interp.training.checkpoints"])
     return ctx
+
+
+#: the server's processes start through this shell line: SIGINT ignored before Python runs (an
+#: ignored signal stays ignored across ``exec``, and Python then installs no handler for it)
+_QUIET = 'trap "" INT; exec "$0" "$@"'
+
+
+def start_server() -> None:
+    """Start multiprocessing's forkserver (if it is not running) with SIGINT ignored in it from
+    before its first Python instruction: a Ctrl-C while it imports its preload (torch,
+    TransformerLens: seconds) is then this process's alone (one line, exit 130), not a
+    KeyboardInterrupt traceback from the server (whose own SIG_IGN comes only after its
+    imports). The server (and multiprocessing's resource tracker, started with it) is spawned
+    through ``/bin/sh`` running :data:`_QUIET`, which execs Python with the signal ignored;
+    this process's own handler is never touched. Without ``/bin/sh``, as multiprocessing
+    starts it."""
+    from multiprocessing import forkserver, util
+
+    if not os.path.exists("/bin/sh"):
+        forkserver.ensure_running()
+        return
+    spawn = util.spawnv_passfds
+
+    def quiet(path, args, passfds):
+        return spawn(b"/bin/sh", [b"/bin/sh", "-c", _QUIET, path, *list(args)[1:]], passfds)
+
+    util.spawnv_passfds = quiet
+    try:
+        forkserver.ensure_running()
+    finally:
+        util.spawnv_passfds = spawn
 
 
 class _Worker:

@@ -18,6 +18,7 @@ from interp.inspect.tools import hooks
 from interp.sweeps import store
 from interp.training import checkpoints
 from interp.training.trainer import TrainConfig
+from interp.training.runs import evaluate_accuracy  # the stored accuracy, as training measures it
 
 CASE, N = 3, 6
 FILES = ("atlas.csv", "atlas.md", "atlas-success.png", "atlas-mechanism.png")
@@ -35,7 +36,7 @@ def sweep_dir(tmp_path_factory):
                      models.build_model(CASE, N, 2, pos_embed="none", seed=seed))
             path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
             db.put(store.RunRecord(name=cfg.name(), sweep="known", config=cfg.to_dict(), seed=seed,
-                                   status="ok", accuracy=hooks.accuracy(model, batch_size=600),
+                                   status="ok", accuracy=evaluate_accuracy(model, cfg),
                                    steps=10), path)
     return root
 

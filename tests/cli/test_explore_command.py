@@ -10,6 +10,7 @@ from interp.inspect.tools import hooks
 from interp.training import checkpoints
 from interp.sweeps import store
 from interp.training.trainer import TrainConfig
+from interp.training.runs import evaluate_accuracy  # the stored accuracy, as training measures it
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def sweep_dir(tmp_path_factory):
     with store.Store(root / "results" / "store.sqlite") as db:
         path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
         db.put(store.RunRecord(name=cfg.name(), sweep="one", config=cfg.to_dict(), seed=0,
-                               status="ok", accuracy=hooks.accuracy(model)), path)
+                               status="ok", accuracy=evaluate_accuracy(model, cfg)), path)
     return root
 
 

@@ -15,6 +15,7 @@ from interp.inspect.tools import hooks
 from interp.sweeps import store
 from interp.training import checkpoints, files
 from interp.training.trainer import TrainConfig
+from interp.training.runs import evaluate_accuracy  # the stored accuracy, as training measures it
 
 SWEEP = "figs"
 
@@ -36,7 +37,7 @@ def sweep_dir(tmp_path_factory):
             model = constructions.build(3, 6) if seed == 0 else models.build_model(3, 6, 2, pos_embed="none", seed=1)
             path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
             db.put(store.RunRecord(name=cfg.name(), sweep=SWEEP, config=cfg.to_dict(), seed=seed,
-                                   status="ok", accuracy=hooks.accuracy(model, batch_size=200),
+                                   status="ok", accuracy=evaluate_accuracy(model, cfg),
                                    steps=10, final_loss=0.1, seconds=1.0, curve=[[1, 1.8]]), path)
     return root
 

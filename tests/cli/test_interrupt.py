@@ -63,3 +63,43 @@ def test_sigint_in_a_real_process_prints_one_line():
     lines = [line for line in err.splitlines() if line.strip()]
     assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
     assert lines[-1].startswith("interp verify: interrupted"), lines
+
+
+def _forkserver_importing(pid: int) -> bool:
+    """Whether a multiprocessing forkserver started by process ``pid`` (or its children) runs."""
+    from pathlib import Path
+
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and b"multiprocessing.forkserver" in (d / "cmdline").read_bytes() \
+                    and int((d / "stat").read_text().rsplit(")", 1)[1].split()[3]) == pid:
+                return True
+        except (OSError, IndexError, ValueError):
+            pass
+    return False
+
+
+@pytest.mark.parametrize("when", ["server importing", "configs.py looping"])
+def test_ctrl_c_while_a_configs_py_loads_is_one_line(tmp_path, when):
+    """Issue 55: Ctrl-C (to the whole process group, as a terminal sends it) while the loader's
+    forkserver imports torch, or while a configs.py that never returns runs in the loader's
+    child: one line, exit 130, no traceback from either process."""
+    folder = tmp_path / "loop"
+    folder.mkdir()
+    (folder / "configs.py").write_text("import time\nwhile True:\n    time.sleep(0.01)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "interp", "sweep", str(folder), "--load-timeout", "300"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not _forkserver_importing(proc.pid):
+        time.sleep(0.02)
+    # the server spawned, importing torch for seconds; the child runs configs.py once it has imported
+    time.sleep(25 if when == "configs.py looping" else 0.5)
+    if proc.poll() is not None:
+        pytest.skip("the command ended before the signal")
+    import os
+
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    lines = [line for line in err.decode().splitlines() if line.strip()]
+    assert proc.returncode == 130 and len(lines) == 1 and "interrupted" in lines[0], err.decode()[-3000:]

@@ -21,6 +21,7 @@ from interp.inspect.tools import hooks, probes
 from interp.sweeps import store
 from interp.training import checkpoints
 from interp.training.trainer import TrainConfig
+from interp.training.runs import evaluate_accuracy  # the stored accuracy, as training measures it
 
 CONFIG = dict(case=2, n=5, d_token=2, pos_embed="none", seed=0)
 
@@ -41,7 +42,7 @@ def sweep_dir(tmp_path_factory):
     with store.Store(root / "results" / "store.sqlite") as db:
         path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
         db.put(store.RunRecord(name=cfg.name(), sweep=root.name, config=cfg.to_dict(), seed=0,
-                               status="ok", accuracy=hooks.accuracy(model)), path)
+                               status="ok", accuracy=evaluate_accuracy(model, cfg)), path)
     return root
 
 

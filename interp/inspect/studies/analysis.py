@@ -95,6 +95,7 @@ class SweepAnalysis:
     answers: dict = field(default_factory=dict)  # group label -> markdown paragraph
     bimodal: list = field(default_factory=list)  # labels of the bimodal groups
     name: str = ""  # the sweep's name (:func:`sweep_name`)
+    skipped: dict = field(default_factory=dict)  # run name -> why it was not measured (issue 55)
 
     def markdown(self, title: str = "") -> str:
         lines = [f"# {title or 'Bimodal seeds: do successful seeds recover the construction?'}", ""]
@@ -108,6 +109,9 @@ class SweepAnalysis:
             "vectors, the embedding's participation-ratio rank, and activation patching.", "",
             "## Groups", "", _md_table(self.groups), "",
         ]
+        if self.skipped:
+            lines += ["## Skipped runs", "", f"{len(self.skipped)} run(s) not measured: their checkpoint "
+                      "cannot be used.", "", *(f"- run `{k}`: {v}" for k, v in self.skipped.items()), ""]
         for label, text in self.answers.items():
             sub = self.table[self.table.group == label]
             lines += [f"## {label}", "", text, "", _md_table(_display(sub)), ""]
@@ -136,19 +140,20 @@ def _md_table(df) -> str:
     return "\n".join(out) if len(df) else "(none)"
 
 
-def _measured_row(store_path, r, batch_size: int) -> dict | None:
-    """One stored run's row of :func:`analyze_sweep` (group, outcome, measures, labels); None,
-    with a warning naming it, when its checkpoint is missing or not its store row's (issue 43)."""
+def _measured_row(store_path, r, batch_size: int) -> dict | str:
+    """One stored run's row of :func:`analyze_sweep` (group, outcome, measures, labels), or why
+    it is skipped, named with a warning: its checkpoint missing, corrupt, with NaN weights, not
+    its store row's or not reproducing its accuracy (:func:`interp.sweeps.store.checked_model`,
+    issues 43 and 55)."""
     from interp.sweeps import store
-    from interp.training import checkpoints
 
     base = {k: r[k] for k in ("group", *GROUP_FIELDS, "seed")}
     base.update(accuracy=float(r.accuracy), outcome=r.outcome)
     try:
-        model = checkpoints.load(store.checked_checkpoint(store_path, r))
+        model = store.checked_model(store_path, r)
     except store.CheckpointMismatch as e:
         log.warning("skipped: %s", e)
-        return None
+        return str(e)
     # the store's case and n, checked against the checkpoint's own
     base.update(measure(model, case=int(r.case), n=int(r.n), batch_size=batch_size))
     return {**base, **labels_of(base)}  # routing, code, key_code, mechanism (issue 42)
@@ -194,14 +199,23 @@ def analyze_sweep(
     it = todo.iterrows()
     if progress is not None:  # the CLI's bar: only interp.cli writes to the terminal
         it = progress(it, total=len(todo), desc="measuring seeds")
-    rows = [row for _, r in it if (row := _measured_row(store_path, r, batch_size)) is not None]
+    rows, skipped = [], {}
+    for _, r in it:
+        row = _measured_row(store_path, r, batch_size)
+        if isinstance(row, str):
+            skipped[str(r["name"])] = row
+        else:
+            rows.append(row)
+    if skipped and not rows:
+        raise ValueError(f"no run of {store_path} could be measured: {len(skipped)} skipped (e.g. "
+                         f"{next(iter(skipped.values()))})")
     table = pd.DataFrame(rows)
     answers = {}
     for label in chosen:
         sub = table[table.group == label] if len(table) else table
         if len(sub):
             answers[label] = answer(sub)
-    return SweepAnalysis(store_path, table, counts, answers, list(bimodal), sweep_name(df, store_path))
+    return SweepAnalysis(store_path, table, counts, answers, list(bimodal), sweep_name(df, store_path), skipped)
 
 
 def write_report(res: SweepAnalysis, out_dir, stem: str, *, title: str = "") -> dict[str, Path]:

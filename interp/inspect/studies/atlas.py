@@ -52,7 +52,7 @@ from interp.core.fields import acting as declared_acting
 from interp.inspect.mechanism import labels
 from interp.inspect.studies import analysis, atlas_cache
 from interp.sweeps import store
-from interp.sweeps.store import CheckpointMismatch, checked_checkpoint
+from interp.sweeps.store import CheckpointMismatch, checked_model
 from interp.training.runs import TrainConfig
 from interp.inspect.studies.atlas_figures import figures, mix, panels, theory_line  # noqa: F401 - re-exported
 from interp.inspect.studies.atlas_markdown import (  # noqa: F401 - re-exported
@@ -196,23 +196,25 @@ def _has_checkpoint(r) -> bool:
     return isinstance(ckpt, str) and bool(ckpt) and Path(ckpt).exists()
 
 
-def _measure(r, base: dict, batch_size: int, store_path=None, stored=None) -> dict | None:
+def _measure(r, base: dict, batch_size: int, store_path=None, stored=None) -> dict:
     """The measures of one stored run's model, on one thread
-    (:func:`interp.training.machine.one_thread`); None when it has no checkpoint to load, and
-    ``{"note": ...}`` when its checkpoint does not match its store row ``stored``."""
-    from interp.training import checkpoints
+    (:func:`interp.training.machine.one_thread`), or ``{"note": "skipped: ..."}`` naming the run
+    when it has no checkpoint or its checkpoint cannot be used: not its store row's ``stored``,
+    corrupt, NaN weights, another shape, an accuracy the model does not reproduce
+    (:func:`interp.sweeps.store.checked_model`, issue 55)."""
     from interp.training.machine import one_thread
 
     if not _has_checkpoint(r):
-        log.warning("run %s has no checkpoint; not measured", base["name"])
-        return None
-    try:  # checked against its store row before anything loads it (issue 43)
-        ckpt = checked_checkpoint(store_path, stored) if stored is not None else Path(r["checkpoint"])
-    except CheckpointMismatch as e:
-        log.warning("skipped: %s", e)
-        return {"note": f"skipped: {e}"}
+        why = (f"run {base['name']}: no checkpoint (stored without one)" if not isinstance(r["checkpoint"], str)
+               or not r["checkpoint"] else f"run {base['name']}: checkpoint folder {r['checkpoint']}: the folder is missing")
+        log.warning("skipped: %s", why)
+        return {"note": f"skipped: {why}"}
     with one_thread():
-        model = checkpoints.load(ckpt)
+        try:  # checked against its store row before anything is measured (issues 43, 55)
+            model = checked_model(store_path, stored if stored is not None else r)
+        except CheckpointMismatch as e:
+            log.warning("skipped: %s", e)
+            return {"note": f"skipped: {e}"}
         return analysis.measure(model, case=base["case"], n=base["n"], batch_size=batch_size)
 
 
@@ -265,7 +267,7 @@ def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=Non
     it = todo if progress is None else progress(todo, total=len(todo), desc="measuring seeds")
     for r, base in it:
         m = _measure(r, base, batch_size, path, stored.get(base["name"]))
-        rows.append({**base, **m} if m is not None and "note" not in m else {**base, **(m or {}), "label": UNMEASURED})
+        rows.append({**base, **m} if "note" not in m else {**base, **m, "label": UNMEASURED})
     for row in rows:
         row["label"] = label(row)
         measured = row["label"] not in (FAILED, UNMEASURED)

@@ -15,6 +15,7 @@ its codes read ``unmeasured``.
 
 from __future__ import annotations
 
+import logging
 import math
 
 from interp.inspect.studies.atlas_figures import panels
@@ -85,6 +86,10 @@ def add_formation(df, store_path):
 
     tl = load(store_path)
     if tl is None:
+        return df
+    for run, why in tl.attrs.get("notes", {}).items():  # a timeline that does not check (issue 55)
+        logging.getLogger(__name__).warning("timeline of run %s not used: %s", run, why)
+    if tl.empty:
         return df
     found = pd.DataFrame([{k: v for k, v in formation(rows).items() if k in ("run", *FORMATION)}
                           for _, rows in tl.groupby("run")]).rename(columns={"run": "name"})

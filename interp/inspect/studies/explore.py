@@ -55,6 +55,7 @@ from pathlib import Path
 from interp.inspect.mechanism import labels
 from interp.inspect.studies import analysis, atlas_cache, explore_atlas, explore_timeline
 from interp.inspect.tools import circuits, curves, hooks, viz
+from interp.sweeps import store
 from interp.training.files import save_figure, write_file
 
 log = logging.getLogger(__name__)
@@ -168,8 +169,6 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
     """
     import pandas as pd
 
-    from interp.sweeps import store
-
     viz.check_inputs(inputs)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r}; accepted: a positive integer")
@@ -214,6 +213,8 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
                          js=_JS + (explore_atlas.JS if atlas_html else ""))
     index = write_file(out / INDEX, page)
     log.info("explorer of %d seeds written to %s (%d skipped)", len(table), index, len(skipped))
+    if not len(table):  # nothing could be read: the page says why, the command fails (issue 55)
+        raise ValueError(f"no run of {path} could be shown: {len(skipped)} skipped, each named in {index}")
     return index
 
 
@@ -223,9 +224,8 @@ def _measured(store_file, r, batch_size: int) -> tuple[dict, object]:
     so a swapped, replaced or foreign checkpoint is never measured as this run; then loaded
     (finite weights) and measured with the store's case and n (checked against the model's)."""
     from interp.sweeps import store
-    from interp.training import checkpoints
 
-    model = checkpoints.load(store.checked_checkpoint(store_file, r))
+    model = store.checked_model(store_file, r)  # files, config.json, shape, accuracy (issues 43, 55)
     row = {k: r[k] for k in ("name", "group", *analysis.GROUP_FIELDS, "seed", "outcome")}
     row.update(accuracy=float(r.accuracy), id=seed_id(r["name"]))
     row.update(analysis.measure(model, case=int(r.case), n=int(r.n), batch_size=batch_size))

@@ -99,17 +99,24 @@ def timeline_markdown(df, title: str) -> str:
     return "\n".join(lines + ["", "## Label changes", "", *notes, ""])
 
 
-def write_timeline(source, out, *, batch_size: int = 256, keep: int = 20) -> dict:
+def write_timeline(source, out, *, batch_size: int = 256, keep: int = 20, snapshots_out=None) -> dict:
     """Measure ``source`` (:func:`interp.inspect.studies.timelines.timeline`) and write into folder
-    ``out`` its CSV, its Markdown and a figure per run, as one set; ``{"csv", "markdown",
-    "figures"}`` (paths)."""
+    ``out`` its CSV (every row sealed: :func:`interp.inspect.studies.atlas_cache.seal`), its
+    Markdown (with the runs skipped, each named) and a figure per run, as one set; ``{"csv",
+    "markdown", "figures", "rows", "skipped"}`` (paths; run name -> why)."""
+    from interp.inspect.studies.atlas_cache import seal
     from interp.inspect.studies.timelines import timeline
     from interp.training.files import figure_bytes, write_files
 
-    df = timeline(source, batch_size=batch_size, keep=keep)
+    df = timeline(source, batch_size=batch_size, keep=keep, snapshots_out=snapshots_out)
+    skipped = dict(df.attrs.get("skipped") or {})
     out = Path(out)
-    contents = {out / CSV: df.to_csv(index=False),
-                out / MARKDOWN: timeline_markdown(df, Path(source).resolve().name)}
+    text = timeline_markdown(df, Path(source).resolve().name)
+    if skipped:
+        text += "\n".join(["## Skipped runs", "", f"{len(skipped)} run(s) have no timeline here: their "
+                           "checkpoint or saved timeline cannot be used.", "",
+                           *(f"- run {k}: {v}" for k, v in skipped.items()), ""])
+    contents = {out / CSV: seal(df.to_csv(index=False)), out / MARKDOWN: text}
     figures = []
     for run, rows in df.groupby("run", sort=False):
         first = rows.iloc[0]
@@ -119,4 +126,5 @@ def write_timeline(source, out, *, batch_size: int = 256, keep: int = 20) -> dic
         contents[path] = figure_bytes(timeline_figure(rows, title), ".png", dpi=110)
         figures.append(str(path))
     write_files(contents)
-    return {"csv": str(out / CSV), "markdown": str(out / MARKDOWN), "figures": figures, "rows": len(df)}
+    return {"csv": str(out / CSV), "markdown": str(out / MARKDOWN), "figures": figures, "rows": len(df),
+            "skipped": skipped}

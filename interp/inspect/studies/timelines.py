@@ -40,24 +40,33 @@ LABELS = ("routing", "code", "key_code", "mechanism")
 
 
 class _Run:
-    """One run to draw a timeline of: its checkpoint folder, config and what training stored."""
+    """One run to draw a timeline of: its checkpoint folder, config, what training stored, and
+    where its timeline lives (``into``: None for ``<folder>/timeline/``)."""
 
-    def __init__(self, folder: Path, config, accuracy, curve):
+    def __init__(self, folder: Path, config, accuracy, curve, into=None):
         self.folder, self.config, self.accuracy, self.curve = Path(folder), config, accuracy, list(curve or [])
+        self.into = into
 
 
-def runs_of(source) -> list[_Run]:
-    """The runs at ``source``: one run folder (a checkpoint with its TrainConfig), or every run
-    of a store, each checked against its row (:func:`interp.sweeps.store.checked_checkpoint`)."""
+def runs_of(source, *, skipped: dict | None = None) -> list[_Run]:
+    """The runs at ``source``: one run folder (a checkpoint with its TrainConfig; one inside a
+    store is first checked against its store row), or every run of a store, each checked against
+    its row (:func:`interp.sweeps.store.checked_model`: files, config.json, shape, accuracy). A
+    store's run that fails is left out, named in ``skipped`` (run name -> why); a ValueError
+    when no run is left."""
     from interp.sweeps import store
     from interp.sweeps.frame import find_store
     from interp.training import checkpoints
     from interp.training.runs import TrainConfig
 
+    skipped = {} if skipped is None else skipped
     p = Path(source)
     if not p.exists():
         raise ValueError(f"{p} does not exist; accepted: a run folder, a sweep folder or a store file")
     if p.is_dir() and (p / checkpoints.CONFIG).is_file():
+        inside = store.store_of_folder(p)  # a store's run folder: its row says what it must hold
+        if inside is not None:
+            store.checked_model(*inside)
         meta = checkpoints.read_meta(p)
         if not meta.get("train_config"):
             raise ValueError(f"{p} is a checkpoint of a bare model (no TrainConfig): no run to follow")
@@ -70,9 +79,15 @@ def runs_of(source) -> list[_Run]:
         raise ValueError(f"no runs in {path}")
     out = []
     for _, row in df.iterrows():
-        folder = store.checked_checkpoint(path, row)
-        out.append(_Run(folder, TrainConfig.from_dict(_config_dict(row["config"])),
+        try:
+            store.checked_model(path, row)
+        except store.CheckpointMismatch as e:
+            skipped[str(row["name"])] = str(e)
+            continue
+        out.append(_Run(Path(row["checkpoint"]), TrainConfig.from_dict(_config_dict(row["config"])),
                         row["accuracy"], row["curve"]))
+    if not out:
+        raise ValueError(f"no run of {path} can be read: {len(skipped)} skipped (e.g. {next(iter(skipped.values()))})")
     return out
 
 
@@ -82,23 +97,51 @@ def _config_dict(value) -> dict:
     return json.loads(value) if isinstance(value, str) else dict(value)
 
 
-def ensure_snapshots(runs: list[_Run], *, keep: int = 20) -> list[str]:
-    """Train again, with snapshots, every run of ``runs`` without a ``timeline/`` (the seeds of
-    one cell together), check each against its checkpoint bit for bit and save its snapshots;
-    the folders written."""
+def place(runs: list[_Run], snapshots_out=None) -> None:
+    """Where each run's timeline is read from or saved: its folder's ``timeline/`` when one is
+    saved there or the folder is writable, else ``snapshots_out/<run>/`` (a store the user cannot
+    write; a ValueError naming the folder when there is no ``snapshots_out``)."""
+    import os
+
+    from interp.training import snapshots
+
+    for r in runs:
+        elsewhere = None if snapshots_out is None else Path(snapshots_out) / r.config.name()
+        if snapshots.has_snapshots(r.folder):
+            continue
+        if elsewhere is not None and snapshots.has_snapshots(r.folder, elsewhere):
+            r.into = elsewhere
+        elif not os.access(r.folder, os.W_OK | os.X_OK):
+            if elsewhere is None:
+                raise ValueError(f"{r.folder}: not writable by this user, and its run has no saved timeline; "
+                                 "pass --out DIR: the snapshots are then saved under DIR/snapshots/")
+            r.into = elsewhere
+
+
+def ensure_snapshots(runs: list[_Run], *, keep: int = 20, skipped: dict | None = None) -> list[str]:
+    """Train again, with snapshots, every run of ``runs`` without a saved timeline (the seeds of
+    one cell together), check each against its checkpoint bit for bit and save its snapshots
+    (into ``run.into`` where set); the folders written. A run that fails is removed from
+    ``runs`` and named in ``skipped`` (without ``skipped``: the ValueError is raised)."""
     from interp.sweeps.folders import group_key
     from interp.training import snapshots
 
     groups: dict = {}
     for r in runs:
-        if not snapshots.has_snapshots(r.folder):
+        if not snapshots.has_snapshots(r.folder, r.into):
             groups.setdefault(group_key(r.config), []).append(r)
     written = []
     for members in groups.values():
         results, snaps = snapshots.train_with_snapshots([r.config for r in members], keep=keep)
         for r, result in zip(members, results):
-            _check_same(r.folder, result.model.state_dict(), "retrained")
-            written.append(str(snapshots.save_snapshots(r.folder, snaps[r.config.seed])))
+            try:
+                _check_same(r.folder, result.model.state_dict(), "retrained")
+                written.append(str(snapshots.save_snapshots(r.folder, snaps[r.config.seed], into=r.into)))
+            except ValueError as e:
+                if skipped is None:
+                    raise
+                skipped[r.config.name()] = str(e)
+                runs.remove(r)
     return written
 
 
@@ -127,30 +170,49 @@ def _check_same(folder: Path, state: dict, what: str, file: str | None = None) -
                      f"{differs[0]} differs); delete its timeline/ to train it again with snapshots")
 
 
-def timeline(run_or_store, *, batch_size: int = 256, keep: int = 20):
+def timeline(run_or_store, *, batch_size: int = 256, keep: int = 20, snapshots_out=None):
     """One row per (run, snapshot step) of ``run_or_store`` (module docstring), a pandas
-    DataFrame sorted by run and step. ``keep``: the most snapshots per run, for runs trained
-    again here (a saved timeline keeps what it holds)."""
+    DataFrame sorted by run and step, with ``df.attrs["skipped"]``: run name -> why it was left
+    out (a checkpoint that is not its row's, corrupt or NaN weights, a timeline that does not
+    check). ``keep``: the most snapshots per run, for runs trained again here (a saved timeline
+    keeps what it holds). ``snapshots_out``: where the snapshots of runs whose folder this user
+    cannot write go (:func:`place`). A ValueError when no run can be read."""
     import pandas as pd
 
     from interp.training.machine import one_thread
 
-    runs = runs_of(run_or_store)
-    ensure_snapshots(runs, keep=keep)
+    skipped: dict = {}
+    runs = runs_of(run_or_store, skipped=skipped)
+    place(runs, snapshots_out)
+    ensure_snapshots(runs, keep=keep, skipped=skipped)
+    rows = []
     with one_thread():  # small operations: a second thread on shared cores costs many times over
-        rows = [row for r in runs for row in measure_run(r, batch_size=batch_size)]
-    return pd.DataFrame(rows)
+        for r in runs:
+            try:
+                rows += measure_run(r, batch_size=batch_size)
+            except ValueError as e:  # this run's timeline does not check: named, the others go on
+                skipped[r.config.name()] = str(e)
+    if not rows and len(skipped) == 1:  # one run (a run folder): its own reason
+        raise ValueError(next(iter(skipped.values())))
+    if not rows:
+        raise ValueError(f"no timeline of {run_or_store} can be read: {len(skipped)} run(s) skipped (e.g. "
+                         f"{next(iter(skipped.values()), 'none')})")
+    df = pd.DataFrame(rows)
+    df.attrs["skipped"] = skipped
+    return df
 
 
 def measure_run(run: _Run, *, batch_size: int = 256) -> list[dict]:
     """The rows of one run: each snapshot loaded into the checkpoint's model, measured, labelled."""
-    from interp.inspect.mechanism import levels
     from interp.inspect.studies import analysis
+    from interp.inspect.mechanism import levels
     from interp.training import checkpoints, snapshots
 
-    snaps = snapshots.load_snapshots(run.folder)
+    snaps = snapshots.load_snapshots(run.folder, run.into)
     last = max(snaps)
-    _check_same(run.folder, snaps[last], "saved", f"{snapshots.FOLDER}/{snapshots.file_name(last)}")
+    where = snapshots.timeline_dir(run.folder, run.into)
+    named = f"{snapshots.FOLDER}/" if run.into is None else f"{where}/"
+    _check_same(run.folder, snaps[last], "saved", named + snapshots.file_name(last))
     base = checkpoints.load(run.folder)
     c = run.config
     outcome = None if run.accuracy is None else analysis.classify(float(run.accuracy), c.n)
@@ -159,8 +221,8 @@ def measure_run(run: _Run, *, batch_size: int = 256) -> list[dict]:
     rows = []
     for step in sorted(snaps):
         model = copy.deepcopy(base)
-        where = run.folder / snapshots.FOLDER / snapshots.file_name(step)
-        checkpoints.check_finite(snaps[step], where, constants=dict(model.named_buffers()))
+        checkpoints.check_finite(snaps[step], where / snapshots.file_name(step),
+                                 constants=dict(model.named_buffers()))
         model.load_state_dict(snaps[step], strict=True)
         measured = analysis.measure(model, batch_size=batch_size, seed=0)
         loss = snaps.losses.get(step)

@@ -11,6 +11,7 @@ from interp.inspect.tools import hooks
 from interp.training import checkpoints
 from interp.sweeps import store
 from interp.training.trainer import TrainConfig
+from interp.training.runs import evaluate_accuracy  # the stored accuracy, as training measures it
 
 CASE, N = 3, 6
 
@@ -28,7 +29,7 @@ def sweep_dir(tmp_path_factory):
                     model = constructions.build(CASE, N)
                 else:
                     model = models.build_model(CASE, N, d_token, pos_embed="none", seed=seed)
-                acc = hooks.accuracy(model, batch_size=600)
+                acc = evaluate_accuracy(model, cfg)
                 path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
                 db.put(store.RunRecord(name=cfg.name(), sweep="tiny", config=cfg.to_dict(),
                                        seed=seed, status="ok", accuracy=acc), path)

@@ -96,7 +96,8 @@ def test_seeds_are_measured_on_one_torch_thread_and_the_count_is_restored(sweep_
     before = torch.get_num_threads()
     torch.set_num_threads(2)  # whatever the test process runs on: two threads to come back to
     try:
-        assert atlas._measure(r, {"name": r["name"], "case": int(r["case"]), "n": int(r["n"])}, 64) == {}
+        base = {"name": r["name"], "case": int(r["case"]), "n": int(r["n"])}
+        assert atlas._measure(r, base, 64, sweep_dir / "results" / "store.sqlite", r) == {}
         assert seen == [1] and torch.get_num_threads() == 2
         with pytest.raises(RuntimeError, match="inside"), machine.one_thread():
             assert torch.get_num_threads() == 1

@@ -22,6 +22,7 @@ from interp.inspect.tools import hooks, viz
 from interp.training import checkpoints
 from interp.sweeps import store
 from interp.training.trainer import TrainConfig
+from interp.training.runs import evaluate_accuracy  # the stored accuracy, as training measures it
 
 CASE, N, INPUTS = 3, 6, 2
 MECHANISM = {0: "construction", 1: "inverted", 2: "none"}
@@ -44,7 +45,7 @@ def make_store(root, seeds=(0, 1, 2)):
                         model.blocks[0].attn.W_Q.neg_(), model.blocks[0].attn.W_O.neg_()
             else:
                 model = models.build_model(CASE, N, 2, pos_embed="none", seed=seed)
-            acc = hooks.accuracy(model, batch_size=600)
+            acc = evaluate_accuracy(model, cfg)
             path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
             db.put(store.RunRecord(name=cfg.name(), sweep="tiny", config=cfg.to_dict(),
                                    seed=seed, status="ok", accuracy=acc), path)

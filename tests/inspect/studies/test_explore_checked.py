@@ -23,6 +23,7 @@ from interp.core import models
 from interp.inspect.studies import explore
 from interp.sweeps import store
 from interp.training import checkpoints
+from interp.training.runs import evaluate_accuracy  # the stored accuracy, as training measures it
 from interp.training.trainer import TrainConfig
 
 
@@ -41,7 +42,7 @@ def _store(root, seeds=(0, 1, 2)):
             sums = {f: hashlib.sha256((path / f).read_bytes()).hexdigest()
                     for f in ("config.json", "model.safetensors")}
             db.put(store.RunRecord(name=cfg.name(), sweep="tiny", config=cfg.to_dict(), seed=seed,
-                                   status="ok", accuracy=0.2), path, sums)
+                                   status="ok", accuracy=evaluate_accuracy(model, cfg)), path, sums)
     return root / "results" / "store.sqlite"
 
 

@@ -25,6 +25,7 @@ from interp.inspect.tools import hooks
 from interp.sweeps import store
 from interp.training import checkpoints
 from interp.training.trainer import TrainConfig
+from interp.training.runs import evaluate_accuracy  # the stored accuracy, as training measures it
 
 CASE, N = 3, 6
 CURVES = {0: ([[1, 2.1], [10, 0.9], [20, 0.04], [27, 0.008]], 27),
@@ -47,7 +48,7 @@ def written(tmp_path_factory):
             model = models.build_model(CASE, N, 2, pos_embed="none", seed=seed)
             path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
             db.put(store.RunRecord(name=cfg.name(), sweep="tiny", config=cfg.to_dict(), seed=seed,
-                                   status="ok", accuracy=hooks.accuracy(model, batch_size=200),
+                                   status="ok", accuracy=evaluate_accuracy(model, cfg),
                                    steps=steps, curve=curve), path)
     index = explore.write_explorer(root, root / "explore", inputs=1, batch_size=32)
     return root, index

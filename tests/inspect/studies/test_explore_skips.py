@@ -5,6 +5,7 @@ item 8). Reference: which seed was poisoned, by construction."""
 import hashlib
 import json
 from html.parser import HTMLParser
+import pytest
 
 from safetensors.torch import load_file, save_file
 
@@ -14,6 +15,7 @@ from interp.inspect.tools import hooks
 from interp.training import checkpoints
 from interp.sweeps import store
 from interp.training.trainer import TrainConfig
+from interp.training.runs import evaluate_accuracy  # the stored accuracy, as training measures it
 
 CASE, N = 3, 6
 
@@ -29,7 +31,7 @@ def _store(root, seeds):
             model = models.build_model(CASE, N, 2, pos_embed="none", seed=seed)
             path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
             db.put(store.RunRecord(name=cfg.name(), sweep="tiny", config=cfg.to_dict(), seed=seed,
-                                   status="ok", accuracy=hooks.accuracy(model, batch_size=200)),
+                                   status="ok", accuracy=evaluate_accuracy(model, cfg)),
                    path)
     return root
 
@@ -72,9 +74,12 @@ def test_a_run_with_nan_weights_is_skipped_and_named_on_the_page(tmp_path):
 
 
 def test_a_store_whose_every_run_is_skipped_still_gets_a_page(tmp_path):
+    """The page says why, and the command fails (issue 55: it fails when nothing can be read)."""
     root = _store(tmp_path / "sweep", seeds=(1,))
     _poison(root, 1)
-    index = explore.write_explorer(root, tmp_path / "page", inputs=1, batch_size=32)
+    index = tmp_path / "page" / "index.html"
+    with pytest.raises(ValueError, match=f"could be shown: 1 skipped, each named in {index}"):
+        explore.write_explorer(root, tmp_path / "page", inputs=1, batch_size=32)
     text = index.read_text()
     assert "Skipped runs" in text and "No run of this store could be shown" in text
     assert 'data-seed="' not in text.split("<h1>", 1)[1].split("<script", 1)[0]

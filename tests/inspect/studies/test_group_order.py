@@ -16,6 +16,7 @@ from interp.inspect.tools import hooks
 from interp.sweeps import store
 from interp.training import checkpoints
 from interp.training.trainer import TrainConfig
+from interp.training.runs import evaluate_accuracy  # the stored accuracy, as training measures it
 
 CASE, N = 3, 6
 WRITTEN = (16, 2, 8)  # the store's order; text order would be 16, 2, 8 as well
@@ -36,7 +37,7 @@ def root(tmp_path_factory):
                 model = models.build_model(CASE, N, d_token, pos_embed="none", seed=seed)
                 path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
                 db.put(store.RunRecord(name=cfg.name(), sweep="order", config=cfg.to_dict(), seed=seed,
-                                       status="ok", accuracy=hooks.accuracy(model, batch_size=100)), path)
+                                       status="ok", accuracy=evaluate_accuracy(model, cfg)), path)
     return root
 
 
