@@ -105,6 +105,15 @@ def _group_mean(x: Tensor, labels: Tensor, n: int) -> Tensor:
     return sums / counts[:, None]
 
 
+def _head(model, head: int | None, reader: str) -> int:
+    """``head``, checked against the model's heads; None: the one head (a model with several must
+    name it: :func:`interp.inspect.tools.hooks.one_head`)."""
+    head = hooks.one_head(model.cfg.n_heads, reader) if head is None else head
+    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < model.cfg.n_heads:
+        raise ValueError(f"head={head!r}; accepted: an integer in 0..{model.cfg.n_heads - 1}")
+    return head
+
+
 def _layer(model, layer: int) -> int:
     L = model.cfg.n_layers
     if not -L <= layer < L:
@@ -115,7 +124,7 @@ def _layer(model, layer: int) -> int:
 @tasks.reads_task
 def key_query_vectors(
     model, tokens=None, *, case: int | None = None, n: int | None = None, layer: int = -1,
-    head: int = 0, batch_size: int = 1024, seed: int = 0, at: str = "value",
+    head: int | None = None, batch_size: int = 1024, seed: int = 0, at: str = "value",
 ) -> KeyQueryVectors:
     """``hook_q`` at the final position per target and ``hook_k`` at the slots per key
     (``at``: the slots' value or key positions, :func:`vectors_from_cache`)."""
@@ -130,7 +139,7 @@ def key_query_vectors(
 
 
 def vectors_from_cache(model, cache, view: hooks.TaskView, *, layer: int = -1,
-                       head: int = 0, at: str = "value") -> KeyQueryVectors:
+                       head: int | None = None, at: str = "value") -> KeyQueryVectors:
     """:func:`key_query_vectors` from a cache that holds the layer's hook_q and hook_k.
 
     ``at``: read the keys at the slot's value position (``"value"``, where the construction
@@ -139,6 +148,7 @@ def vectors_from_cache(model, cache, view: hooks.TaskView, *, layer: int = -1,
     layer = _layer(model, layer)
     n = view.n
     pos = hooks.slot_positions_at(view.case, n, at)
+    head = _head(model, head, "vectors_from_cache")
     q = cache[f"blocks.{layer}.attn.hook_q"][:, -1, head]  # [batch, d_head]
     k = cache[f"blocks.{layer}.attn.hook_k"][:, pos, head]  # [batch, n, d_head]
     queries = _group_mean(q, view.target, n)
@@ -174,7 +184,7 @@ def value_embeddings(model, *, case: int | None = None, n: int | None = None) ->
 
 @tasks.reads_task
 def ov_matrix(model, *, case: int | None = None, n: int | None = None, layer: int = -1,
-              head: int = 0) -> CircuitMatrix:
+              head: int | None = None) -> CircuitMatrix:
     """``OV[v, u] = E_v W_V W_O W_U``: the logits a fully attended value token v writes.
 
     TransformerLens's ``(E @ model.OV[layer, head] @ model.W_U).AB`` (a FactoredMatrix),
@@ -184,7 +194,7 @@ def ov_matrix(model, *, case: int | None = None, n: int | None = None, layer: in
     task, n = hooks.check_model(model, case=case, n=n)
     layer = _layer(model, layer)
     E = value_embeddings(model, case=task.case, n=n).double()
-    OV = model.OV[layer, head]
+    OV = model.OV[layer, _head(model, head, "ov_matrix")]
     OV = FactoredMatrix(OV.A.detach().double(), OV.B.detach().double())
     return CircuitMatrix("OV", (E @ OV @ model.W_U.detach().double()).AB.float())
 
@@ -200,7 +210,7 @@ def _positional_task(model, case, n) -> tuple[tasks.Task, int]:
 @tasks.reads_task
 def positional_qk(
     model, tokens=None, *, case: int | None = None, n: int | None = None, layer: int = -1,
-    head: int = 0, **kw,
+    head: int | None = None, **kw,
 ) -> CircuitMatrix:
     """``QK_pos[a, b]``: query for target a against the positional embedding of key b's slot.
 
@@ -213,11 +223,11 @@ def positional_qk(
 
 @tasks.reads_task
 def positional_qk_from_vectors(model, v: KeyQueryVectors, *, case: int | None = None,
-                               n: int | None = None, head: int = 0) -> CircuitMatrix:
+                               n: int | None = None, head: int | None = None) -> CircuitMatrix:
     """:func:`positional_qk` from mean query vectors already computed."""
     task, n = _positional_task(model, case, n)
     W_pos = model.W_pos[hooks.slot_positions(task.case, n)].detach().double()
-    pos_keys = W_pos @ model.W_K[v.layer, head].detach().double()
+    pos_keys = W_pos @ model.W_K[v.layer, _head(model, head, "positional_qk")].detach().double()
     return CircuitMatrix("QK_pos", (v.queries @ pos_keys.T / v.attn_scale).float())
 
 

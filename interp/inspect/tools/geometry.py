@@ -212,7 +212,7 @@ def score_circle(scores, *, name: str = "S") -> CircuitCircle:
 
 @tasks.reads_task
 def qk_circle(model, tokens=None, *, case: int | None = None, n: int | None = None,
-              layer: int = -1, head: int = 0, batch_size: int = 1024, seed: int = 0) -> CircuitCircle:
+              layer: int = -1, head: int | None = None, batch_size: int = 1024, seed: int = 0) -> CircuitCircle:
     """:func:`score_circle` of ``circuits.qk_matrix``: targets (rows) against stored keys."""
     qk = circuits.qk_matrix(model, tokens, case=case, n=n, layer=layer, head=head,
                             batch_size=batch_size, seed=seed)
@@ -221,7 +221,7 @@ def qk_circle(model, tokens=None, *, case: int | None = None, n: int | None = No
 
 @tasks.reads_task
 def ov_circle(model, *, case: int | None = None, n: int | None = None, layer: int = -1,
-              head: int = 0) -> CircuitCircle:
+              head: int | None = None) -> CircuitCircle:
     """:func:`score_circle` of ``circuits.ov_matrix``: value tokens (rows) against outputs."""
     ov = circuits.ov_matrix(model, case=case, n=n, layer=layer, head=head)
     return score_circle(ov.matrix, name="OV")

@@ -96,3 +96,27 @@ def test_circuit_matrix_margins_by_hand():
 def test_positional_qk_only_for_positional_cases():
     with pytest.raises(ValueError, match="cases 1 and 4"):
         circuits.positional_qk(constructions.build(3, 5))
+
+
+def _two_heads():
+    cfg = models.make_config(1, 4, 8, 1, d_head=4)
+    cfg.n_heads = 2
+    torch.manual_seed(0)
+    return models.new_model(cfg, 1)
+
+
+def test_circuits_never_assume_head_0_of_several():
+    """A two-head model: a circuit of "the" head is refused by name; a named head is that head's
+    circuit, E OV[head] W_U computed here from the weights."""
+    C = circuits
+    model = _two_heads()
+    with pytest.raises(ValueError, match="ov_matrix reads one head per layer and this model has n_heads=2"):
+        C.ov_matrix(model)
+    with pytest.raises(ValueError, match="head=2; accepted: an integer in 0..1"):
+        C.ov_matrix(model, head=2)
+    with pytest.raises(ValueError, match="n_heads=2"):
+        C.qk_matrix(model)
+    E = C.value_embeddings(model).double()  # the value tokens' rows of W_E
+    W = lambda h: E @ (model.W_V[0, h] @ model.W_O[0, h]).double() @ model.W_U.detach().double()  # noqa: E731
+    got = C.ov_matrix(model, head=1).matrix.double()
+    assert torch.allclose(got, W(1), atol=1e-5) and not torch.allclose(got, W(0), atol=1e-3)
