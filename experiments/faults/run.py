@@ -1339,6 +1339,11 @@ SCENARIOS = [
     ("sigint-explore", "Ctrl-C (SIGINT) during interp explore, once it writes its page", lambda b: [interrupted(b)]),
     ("long-out", "`interp train --out` a 242-character name", lambda b: [long_out(b)]),
 ]
+# issue 55: the readers' cross-checks, one bad run among good ones, messages (readers.py)
+sys.path.insert(0, str(HERE))
+import readers  # noqa: E402 - after the table it extends
+
+SCENARIOS += readers.scenarios(sys.modules[__name__])
 
 
 def row(fault: str, tries: list[dict]) -> str:

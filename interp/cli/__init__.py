@@ -32,6 +32,7 @@ case 6 loads (:func:`import_user_tasks`). ``interp sweep`` also imports them fro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import os
@@ -82,13 +83,62 @@ def main(argv: list[str] | None = None) -> int:
     (:mod:`interp.training.files`), so what it had not finished is as it was."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        return _main(argv)
+        with _ctrl_c_between_imports():
+            return _main(argv)
+    except Exception as e:  # a library that turned Ctrl-C into another error (transformers' lazy
+        if not _interrupted(e):  # imports raise ModuleNotFoundError from it): still Ctrl-C
+            raise
     except KeyboardInterrupt:
-        chosen = next((a for a in argv if not a.startswith("-")), None)
-        name = f"interp {chosen}" if chosen in COMMANDS else "interp"
-        print(f"{name}: interrupted (Ctrl-C); files written whole so far are kept, the rest are as "
-              "they were", file=sys.stderr)
-        return 130
+        pass
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    name = f"interp {chosen}" if chosen in COMMANDS else "interp"
+    print(f"{name}: interrupted (Ctrl-C); files written whole so far are kept, the rest are as "
+          "they were", file=sys.stderr)
+    return 130
+
+
+@contextlib.contextmanager
+def _ctrl_c_between_imports():
+    """Ctrl-C raised only outside an import: one that lands while a module executes (torch's C++
+    initialisation aborts the process, transformers turns it into ModuleNotFoundError, an
+    interrupted import can leave a lock held) is sent again 50 ms later, until it lands
+    between imports. Only in the main thread where SIGINT has Python's own handler (so never
+    where it is ignored); the handler before it is restored on the way out."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+
+    def handler(signum, frame):
+        f = frame
+        while f is not None:
+            if f.f_code.co_filename.startswith("<frozen importlib"):
+                timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+                timer.daemon = True
+                timer.start()
+                return
+            f = f.f_back
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _interrupted(e: BaseException) -> bool:
+    """Whether ``e`` was raised by a Ctrl-C: a KeyboardInterrupt in its cause or context chain."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 #: the environment variable naming the modules that register a user's presentations
