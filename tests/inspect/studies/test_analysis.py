@@ -13,7 +13,7 @@ from interp.sweeps import store
 from interp.training.trainer import TrainConfig
 from interp.training.runs import evaluate_accuracy  # the stored accuracy, as training measures it
 
-CASE, N = 3, 6
+CASE, N = 3, 10  # n >= 10: the circle test's power (min_n_circle), so a construction reads construction
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +52,9 @@ def analysed(sweep_dir):
 def test_analyze_sweep_measures_the_bimodal_group(analysed):
     res = analysed
     groups = res.groups.set_index("group")
-    bimodal = "case 3, n=6, d_token=2, 1 layer, PE none"
+    bimodal = f"case 3, n={N}, d_token=2, 1 layer, PE none"
     assert groups.loc[bimodal, ["success", "failed", "analysed"]].tolist() == [2, 2, True]
-    assert not groups.loc["case 3, n=6, d_token=3, 1 layer, PE none", "analysed"]
+    assert not groups.loc[f"case 3, n={N}, d_token=3, 1 layer, PE none", "analysed"]
     t = res.table.set_index("seed")
     assert t.outcome.tolist() == ["success", "success", "failed", "failed"]
     for seed in (0, 1):  # the construction: every ideal value
@@ -99,7 +99,7 @@ def test_cli_analyze_sweep_json_and_report(sweep_dir, tmp_path, capsys, assert_d
 
 
 def test_cli_probe_construction_and_checkpoint(sweep_dir, capsys):
-    assert cli.main(["probe", "--construction", "4", "--n", "6", "--json", "--batch-size", "64"]) == 0
+    assert cli.main(["probe", "--construction", "4", "--n", "10", "--json", "--batch-size", "64"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["measures"]["mass"] == 1.0 and data["measures"]["qkpos_diag"] == 1.0
     assert {p["source"] for p in data["probes"]} >= {"token", "pos_value"}
@@ -206,8 +206,8 @@ def test_every_measure_has_a_legend_line_and_the_verdict_names_the_mechanism():
     from interp.core import constructions
     from interp.inspect.mechanism import labels
 
-    for case in (1, 2, 4, 5):  # case 5's construction has two layers
-        model = constructions.build(case, 5)
+    for case in (1, 2, 4, 5):  # case 5's construction has two layers; n 10: the circle is testable
+        model = constructions.build(case, 10)
         row = analysis.measure(model, batch_size=64)
         assert all(labels.describe(k) for k in row)
         assert labels.mechanism(row) == "construction", case
