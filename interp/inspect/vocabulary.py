@@ -41,9 +41,9 @@ CODES = {
     "unread": "interchanging the whole vector at the site does not carry the variable: it is not "
               "read there.",
     "untestable": "n below the code test's power: three points always lie on a circle and a "
-                  "one-hot code of three symbols is 2-dimensional too; and below n = 10 a round "
-                  "2-D code, which squares, spirals and arcs of so few points imitate "
-                  "(experiments/calibration/circle.md).",
+                  "one-hot code of three symbols is 2-dimensional too; and below n = 10 any 2-D "
+                  "code, whose shape no threshold tells from squares, spirals and arcs of so "
+                  "few points (experiments/calibration/circle.md).",
     "unmeasured": "no code measures (an atlas or table written before issue 42).",
 }
 

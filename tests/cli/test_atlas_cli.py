@@ -20,7 +20,7 @@ from interp.training import checkpoints
 from interp.training.trainer import TrainConfig
 from interp.training.runs import evaluate_accuracy  # the stored accuracy, as training measures it
 
-CASE, N = 3, 6
+CASE, N = 3, 10  # n >= 10: the circle test has power (min_n_circle)
 FILES = ("atlas.csv", "atlas.md", "atlas-success.png", "atlas-mechanism.png")
 
 
@@ -56,7 +56,7 @@ def test_atlas_of_a_sweep_folder_writes_beside_it_and_labels_the_seeds(sweep_dir
     for seed in (1, 2):  # random inits: near chance, not measured
         assert df.loc[seed, "accuracy"] < 2 / N and df.loc[seed, "label"] == "failed"
     md = (sweep_dir / "atlas.md").read_text()
-    assert "## case 3, 1 layer, attention-only, permutation" in md and "| 6 | 1/3 c1 |" in md
+    assert "## case 3, 1 layer, attention-only, permutation" in md and f"| {N} | 1/3 c1 |" in md
 
 
 def test_a_store_file_writes_beside_it_and_prints_the_predictions(sweep_dir, tmp_path, capsys):

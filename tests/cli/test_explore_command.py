@@ -15,10 +15,11 @@ from interp.training.runs import evaluate_accuracy  # the stored accuracy, as tr
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory):
-    """A sweep folder whose store holds one run: the paper's case-2 construction (n = 5)."""
+    """A sweep folder whose store holds one run: the paper's case-2 construction (n = 10, where
+    the circle test has power)."""
     root = tmp_path_factory.mktemp("one")
-    cfg = TrainConfig(case=2, n=5, d_token=2, pos_embed="none", seed=0)
-    model = constructions.build(2, 5)
+    cfg = TrainConfig(case=2, n=10, d_token=2, pos_embed="none", seed=0)
+    model = constructions.build(2, 10)
     with store.Store(root / "results" / "store.sqlite") as db:
         path = checkpoints.save(model, root / "results" / "checkpoints" / cfg.name(), cfg)
         db.put(store.RunRecord(name=cfg.name(), sweep="one", config=cfg.to_dict(), seed=0,

@@ -20,10 +20,11 @@ top2_min, rcv_max         code ``circle``: dimension <= 2, top-2 variance share 
 gap_min                   a circle is evenly spaced when its smallest gap / even gap reaches it
 min_n_code                below this n the code is ``untestable`` (three points always lie on a
                           circle, and a one-hot code of 3 symbols is 2-dimensional too)
-min_n_circle              below this n a round 2-D code is ``untestable``, not ``circle`` or
-                          ``uneven-circle``: squares, spirals and arcs of so few points pass any
-                          threshold that keeps noisy circles (rcv_max, gap_min and min_n_circle
-                          were chosen on near misses: ``experiments/calibration/circle.md``)
+min_n_circle              below this n a 2-D code is ``untestable``, neither ``circle`` nor
+                          ``uneven-circle`` nor ``low-dim``: squares, spirals and arcs of so few
+                          points pass any threshold that keeps noisy circles, and the case-1 and
+                          case-5 constructions' own code tables miss rcv_max there (rcv_max, gap_min
+                          and min_n_circle were chosen on near misses: ``experiments/calibration/circle.md``)
 min_n_routing             below this n the routing is ``untestable``
 ========================  =====================================================================
 """

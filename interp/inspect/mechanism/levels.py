@@ -83,11 +83,11 @@ def code(row, variable: str = "value") -> str:
     dim = row.get(p + "dim")
     if dim is None or (isinstance(dim, float) and math.isnan(dim)):
         return "unread"
+    if dim <= 2 and n is not None and n < T["min_n_circle"]:
+        return "untestable"  # a 2-D code of so few points: no threshold tells a circle from almost one
     rcv = row.get(p + "rcv")
     round_enough = rcv is not None and not (isinstance(rcv, float) and math.isnan(rcv)) and rcv <= T["rcv_max"]
     if dim <= 2 and round_enough and _ok(row, p + "top2", T["top2_min"]):
-        if n is not None and n < T["min_n_circle"]:
-            return "untestable"  # a round 2-D code of so few points: circle or almost one?
         return "circle" if _ok(row, p + "gap", T["gap_min"]) else "uneven-circle"
     return "codebook" if dim >= min(4, (n or 5) - 1) else "low-dim"
 

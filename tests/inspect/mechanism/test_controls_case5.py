@@ -121,8 +121,10 @@ def test_mirror_is_labelled_mirror(n, tmp_path, probe_json):
     m = out["measures"]
     assert m["at"] == "key" and m["mass_keypos"] >= 0.99 and m["follow"] == 1.0
     # both codes are cs_N circles, the target key's read where the mirror matches it (the key
-    # positions); before measures version 3 the match was asked among the value positions: unread
-    assert (out["code"], out["key_code"]) == ("circle", "circle")
+    # positions); before measures version 3 the match was asked among the value positions: unread.
+    # Below n = 10 a 2-D code's shape is untestable (experiments/calibration/circle.md)
+    shape = "circle" if n >= 10 else "untestable"
+    assert (out["code"], out["key_code"]) == (shape, shape)
     assert m["query_dim"] == 2 and m["value_dim"] == 2
 
 

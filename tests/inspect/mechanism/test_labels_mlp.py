@@ -147,11 +147,11 @@ def mlp_lookup_model(n: int = 3, d_mlp: int | None = None):
 
 
 PASSING = [
-    dict(case=1, n=5),
-    dict(case=3, n=4, W_O="identity", embed_scale="sqrt_d_model"),
-    dict(case=4, n=5),
-    dict(case=5, n=4, mlp="last"),
-    dict(case=5, n=4, mlp="every"),
+    dict(case=1, n=10),
+    dict(case=3, n=10, W_O="identity", embed_scale="sqrt_d_model"),
+    dict(case=4, n=10),
+    dict(case=5, n=10, mlp="last"),
+    dict(case=5, n=10, mlp="every"),
 ]
 
 
@@ -212,7 +212,7 @@ def readout_model(case: int, n: int):
     return m
 
 
-@pytest.mark.parametrize("case,n", [(1, 5), (4, 5)])
+@pytest.mark.parametrize("case,n", [(1, 10), (4, 10)])
 def test_a_construction_read_out_by_its_mlp_is_a_construction(case, n):
     model = readout_model(case, n)
     tokens = hooks.sample_inputs(case, n, 128)

@@ -24,7 +24,7 @@ from interp.sweeps import store
 from interp.training.trainer import TrainConfig
 from interp.training.runs import evaluate_accuracy  # the stored accuracy, as training measures it
 
-CASE, N, INPUTS = 3, 6, 2
+CASE, N, INPUTS = 3, 10, 2  # n >= 10: the circle test has power (min_n_circle)
 MECHANISM = {0: "construction", 1: "inverted", 2: "none"}
 GROUP = f"case {CASE}, n={N}, d_token=2, 1 layer, PE none"
 CHROMIUM_FLAGS = [
