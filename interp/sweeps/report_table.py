@@ -59,7 +59,25 @@ def runs(sweep: Sweep, store: str | os.PathLike | None = None):
     if df.empty:
         return df
     names = {c.name() for c in sweep.configs}
-    return df[df["name"].isin(names)].reset_index(drop=True)
+    df = df[df["name"].isin(names)].reset_index(drop=True)
+    return _cross_checked(path, df)
+
+
+def _cross_checked(path: Path, df):
+    """``df`` with every run whose checkpoint's ``config.json`` disagrees with its row (an
+    accuracy edited in the row, a swapped model: :func:`interp.sweeps.store_evidence.cross_check`,
+    files only) turned into a named failure: status ``evidence disagrees: ...``, no accuracy.
+    A forged row is never a score in the table (issue 55)."""
+    from interp.sweeps.store_evidence import cross_check
+
+    bad = cross_check(path, names=list(df["name"]), measure=False) if len(df) else {}
+    if not bad:
+        return df
+    df = df.copy()
+    hit = df["name"].astype(str).isin(set(bad))
+    df.loc[hit, "status"] = [f"evidence disagrees: {bad[str(n)]}" for n in df.loc[hit, "name"]]
+    df.loc[hit, "accuracy"] = float("nan")
+    return df
 
 
 def _ordered_unique(values):

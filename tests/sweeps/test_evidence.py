@@ -231,3 +231,30 @@ def test_store_verify_names_a_forged_row_a_bad_timeline_and_a_killed_writes_fold
     assert f"temporary timeline folder {stale}" in err and stale.is_dir()
     assert cli.main(["store", "verify", str(path), "--remove-orphans", "--measure"]) == 1
     assert not stale.exists() and snapshots.stale_temporaries(stale.parent) == []
+
+
+CONFIGS_PY = """
+from interp.sweeps import TableLayout
+from interp.training.trainer import TrainConfig
+LAYOUT = TableLayout(rows=("case", "pos_embed"), column="d_token", paper={}, title="forged")
+CONFIGS = [TrainConfig(case=1, n=5, d_token=4, pos_embed="learned", seed=s, max_steps=40, stop_loss=0.0,
+                       batch_size=64, eval_batches=2, curve_every=10) for s in (0, 1)]
+"""
+
+
+def test_the_report_shows_a_forged_row_as_a_named_failure_not_a_score(sweep, tmp_path):
+    """interp report's table: the forged run is a failure that names what disagrees, its forged
+    1.0 nowhere; the honest run keeps its stored accuracy."""
+    from interp.sweeps import driver, report_table
+
+    path, results = sweep
+    name = results[0].config.name()
+    _reseal(path, name, accuracy=1.0)
+    folder = tmp_path / "sw"
+    folder.mkdir()
+    (folder / "configs.py").write_text(CONFIGS_PY)
+    df = report_table.runs(driver.load(folder), path).set_index("name")
+    assert df.loc[name, "status"].startswith("evidence disagrees") and "1.0" in df.loc[name, "status"]
+    assert math.isnan(df.loc[name, "accuracy"])
+    honest = results[1].config.name()
+    assert df.loc[honest, "status"] == "ok" and df.loc[honest, "accuracy"] == results[1].accuracy
