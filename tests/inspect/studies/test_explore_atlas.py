@@ -1,7 +1,7 @@
 """The explorer's atlas view (issue 29, item 5): the atlas as clickable grids, a cell listing its
 seeds with links to their views, checked in the page's HTML and in real headless Chromium.
 
-The store is test_explore's three seeds (case 3, n = 6, d_token 2: the construction, its
+The store is test_explore's three seeds (case 3, n = 10, d_token 2: the construction, its
 inverted copy, a random initialisation). The atlas beside it is written here by hand (the view
 shows what ``atlas.csv`` says, it recomputes nothing): those three seeds, plus seeds of other
 cells that are not in the store (so they have no view), a cell left out (blank), widths and n
@@ -27,12 +27,12 @@ from test_explore import _chromium, make_store  # tests/inspect is on sys.path (
 COLUMNS = ["case", "n", "d_token", "n_layers", "pos_embed", "d_mlp", "mlp", "function",
            "architecture", "seed", "name", "status", "accuracy", "steps", "outcome", "label", "mass"]
 ODD = 'a<b&"c'  # a label the page must escape
-STORE_CELL = (3, 1, "attention-only", "permutation", 6, 2)  # (case, layers, arch, function, n, d)
-FAKE_CELL = (3, 1, "attention-only", "permutation", 10, 16)
+STORE_CELL = (3, 1, "attention-only", "permutation", 10, 2)  # (case, layers, arch, function, n, d)
+FAKE_CELL = (3, 1, "attention-only", "permutation", 20, 16)
 
 
 def _name(seed: int) -> str:
-    return TrainConfig(case=3, n=6, d_token=2, pos_embed="none", seed=seed).name()
+    return TrainConfig(case=3, n=10, d_token=2, pos_embed="none", seed=seed).name()
 
 
 def _rows() -> list[dict]:
@@ -41,15 +41,15 @@ def _rows() -> list[dict]:
     panel5 = dict(case=5, n_layers=2, pos_embed="learned", d_mlp=0, mlp="every", function="any",
                   architecture="attention-only")
     rows = [  # (panel, n, d, seed, name, status, accuracy, outcome, label)
-        (panel3, 6, 2, 0, _name(0), "ok", 1.0, "success", "construction"),
-        (panel3, 6, 2, 1, _name(1), "ok", 1.0, "success", "inverted"),
-        (panel3, 6, 2, 2, _name(2), "ok", 0.16, "failed", "failed"),
-        (panel3, 6, 8, 0, "fake00000001", "ok", 0.995, "success", "mirror"),
-        (panel3, 6, 8, 1, "fake00000002", "ok", 0.7, "partial", "none"),
-        (panel3, 10, 2, 0, "fake00000003", "ok", 0.1, "failed", "failed"),
-        (panel3, 10, 16, 0, "fake00000004", "ok", 1.0, "success", "construction"),
-        (panel3, 10, 16, 1, "fake00000005", "ok", 0.999, "success", "mirror"),
-        (panel3, 10, 16, 2, "001234567890", "ok", 0.5, "partial", "none"),
+        (panel3, 10, 2, 0, _name(0), "ok", 1.0, "success", "construction"),
+        (panel3, 10, 2, 1, _name(1), "ok", 1.0, "success", "inverted"),
+        (panel3, 10, 2, 2, _name(2), "ok", 0.16, "failed", "failed"),
+        (panel3, 10, 8, 0, "fake00000001", "ok", 0.995, "success", "mirror"),
+        (panel3, 10, 8, 1, "fake00000002", "ok", 0.7, "partial", "none"),
+        (panel3, 20, 2, 0, "fake00000003", "ok", 0.1, "failed", "failed"),
+        (panel3, 20, 16, 0, "fake00000004", "ok", 1.0, "success", "construction"),
+        (panel3, 20, 16, 1, "fake00000005", "ok", 0.999, "success", "mirror"),
+        (panel3, 20, 16, 2, "001234567890", "ok", 0.5, "partial", "none"),
         (panel5, 3, 8, 0, "fake00000006", "ok", 1.0, "success", ODD),
         (panel5, 3, 8, 1, "fake00000007", "failed: boom", "", "failed", "failed"),
     ]
@@ -137,9 +137,9 @@ def test_grid_has_one_cell_per_run_cell_with_the_csvs_success_fraction(written):
             assert button["data-success"] == f"{k}/{len(rows)}", (panel, n, d)
             assert button["text"].startswith(f"{k}/{len(rows)}"), button["text"]
     assert got[(3, 1, "attention-only", "permutation")]["ds"] == [2, 8, 16]  # numeric, not text order
-    assert got[(3, 1, "attention-only", "permutation")]["ns"] == [6, 10]
-    assert got[FAKE_CELL[:4]]["cells"][10, 16]["text"] == "2/3 c1 m1"  # the mechanism mix
-    assert got[STORE_CELL[:4]]["cells"][6, 2]["text"] == "2/3 c1 i1"
+    assert got[(3, 1, "attention-only", "permutation")]["ns"] == [10, 20]
+    assert got[FAKE_CELL[:4]]["cells"][20, 16]["text"] == "2/3 c1 m1"  # the mechanism mix
+    assert got[STORE_CELL[:4]]["cells"][10, 2]["text"] == "2/3 c1 i1"
     assert got[(5, 2, "attention-only", "any")]["cells"][3, 8]["text"] == f"1/2 {ODD} 1"
     assert ODD not in text and "a&lt;b&amp;&quot;c" in text  # escaped wherever it appears
     assert 'data-name="001234567890"' in text  # a name of digits stays the run's name
