@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 import interp
 from interp.core import attention, fields, models, tasks
+from test_spec import _perturb  # tests/core is on sys.path (pytest rootdir), as test_explore_atlas does
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -33,15 +34,6 @@ GUIDE = ROOT / "docs" / "transformerlens.md"
 ATOL = 1e-4
 KINDS = {"construction": "case-3 construction", "f14-1": "one-layer f14 (case 3)",
          "f14-2": "two-layer f14 (case 5, embed residual)"}
-
-
-def _perturb(model, seed=5):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.requires_grad:
-                p.add_(0.3 * torch.randn(p.shape, generator=g, dtype=p.dtype))
-    return model
 
 
 def build(kind):
