@@ -7,6 +7,9 @@
 * :mod:`~interp.inspect.mechanism.codes` - the code level measured by interchange interventions;
   :mod:`~interp.inspect.mechanism.das` - its dimension under a learned rotation.
 * :mod:`~interp.inspect.mechanism.mlp_measures` - what the MLPs contribute.
+* :mod:`~interp.inspect.mechanism.progress` - graded progress measures, none gated on accuracy:
+  QK matching of the target key, attention mass on its slot, the read-out given that slot,
+  interchange accuracies of the codes, the answer's share of the residual (issue 52).
 * :mod:`~interp.inspect.mechanism.controls` and :mod:`~interp.inspect.mechanism.controls_case5` -
   models of known mechanism;
   :mod:`~interp.inspect.mechanism.calibration` - the thresholds and the nulls and controls they
