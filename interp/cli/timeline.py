@@ -14,6 +14,12 @@ folder inside a store is checked against its row first), is corrupt or has NaN w
 saved timeline does not check, is skipped with a line naming it; the command fails only when no
 run can be read. The snapshots of a run whose folder this user cannot write (a read-only store)
 are saved under ``--out``'s ``snapshots/`` instead.
+
+Every row carries the graded progress measures (:mod:`interp.inspect.mechanism.progress`, issue 52)
+and the measures version (``measures_version``); ``--json`` prints the written paths with each
+snapshot's graded measures (``snapshots``). The snapshots are measured every time: a
+``timeline.csv`` of another version at ``--out`` is replaced, and a line says which version it held
+(readers refuse such a table: :func:`interp.inspect.studies.timelines.read_timeline`).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ def add_arguments(p) -> None:
     p.add_argument("--keep", type=int, default=20,
                    help="most snapshots per run trained again here (default 20; saved ones stay as they are)")
     p.add_argument("--batch-size", type=int, default=256, help="inputs per measure (default 256)")
-    p.add_argument("--json", action="store_true", help="print the written paths as JSON")
+    p.add_argument("--json", action="store_true", help="print the written paths and each snapshot's graded measures as JSON")
 
 
 def default_out(source: Path) -> Path:
@@ -58,6 +64,9 @@ def run(args) -> int:
     # snapshots of runs whose folder this user cannot write go under --out (issue 55)
     written = write_timeline(source, out, batch_size=args.batch_size, keep=args.keep,
                              snapshots_out=out / "snapshots" if args.out else None)
+    if written.get("replaced_version"):
+        print(f"measured again: the earlier {written['csv']} held measures version {written['replaced_version']}, "
+              f"this one holds {written['measures_version']}", file=sys.stderr)
     for name, why in written["skipped"].items():
         print(f"skipped: {why}" if name in why else f"skipped run {name}: {why}", file=sys.stderr)
     if args.json:

@@ -31,6 +31,14 @@ def test_timeline_of_a_train_run_writes_its_files(run_dir, tmp_path, capsys, ass
     df = pd.read_csv(written["csv"])
     assert len(df) == written["rows"] <= 4 and df.step.iloc[0] == 0 and df.step.iloc[-1] == 80
     assert {"routing", "code", "mechanism", "plateau_exit", "outcome", "qk_diag", "loss"} <= set(df.columns)
+    # issue 52: each snapshot's graded measures in the JSON, as the CSV holds them, with the version
+    from interp.inspect.mechanism.progress import COLUMNS
+    from interp.inspect.studies.timelines import MEASURES_VERSION
+
+    assert [s["step"] for s in written["snapshots"]] == list(df.step)
+    for s, (_, row) in zip(written["snapshots"], df.iterrows()):
+        assert s["measures_version"] == row["measures_version"] == MEASURES_VERSION
+        assert all(0.0 <= s[c] <= 1.0 and s[c] == row[c] for c in COLUMNS if c != "match_margin")
     md = (out / "timeline.md").read_text()
     assert "routing forms" in md and "code settles" in md and "plateau exit" in md
     [figure] = written["figures"]
@@ -42,6 +50,14 @@ def test_timeline_of_a_train_run_writes_its_files(run_dir, tmp_path, capsys, ass
     assert "1 run(s)" in capsys.readouterr().out
     assert (run_dir / "timeline" / "manifest.json").stat().st_mtime_ns == stamp
     assert pd.read_csv(tmp_path / "again" / "timeline.csv").equals(df)
+    # a table of another measures version there is measured again, and the line says so
+    from interp.inspect.studies.atlas_cache import SEAL, seal
+
+    old = df.drop(columns=[SEAL]).assign(measures_version="measure3-progress0")
+    (out / "timeline.csv").write_text(seal(old.to_csv(index=False)))
+    assert cli.main(["timeline", str(run_dir), "--out", str(out), "--keep", "4"]) == 0
+    assert "held measures version measure3-progress0, this one holds" in capsys.readouterr().err
+    assert pd.read_csv(out / "timeline.csv").equals(df)
 
 
 @pytest.mark.parametrize("args, says", [

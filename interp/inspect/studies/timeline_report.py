@@ -1,13 +1,16 @@
 """Timelines written for a reader: a figure per run, ``timeline.csv`` and ``timeline.md``.
 
 :func:`timeline_figure` draws one run's snapshots against their steps (symlog axis, step 0
-included): the routing's measures ``qk_diag`` and ``follow`` with the accuracy, the value code's
+included): the routing's measures ``qk_diag`` and ``follow`` with the accuracy and the graded
+``match_mass`` and ``readout_acc`` (:mod:`interp.inspect.mechanism.progress`), the value code's
 dimension, and the training-batch loss; the plateau exit is a dashed line (``gid="plateau-exit"``)
 and each label change a dotted one, named (``gid="label-change"``). :func:`timeline_markdown`
 is one table row per run: when the routing forms, when the code settles, the plateau exit and
 the outcome (:func:`interp.inspect.studies.timelines.formation`). :func:`write_timeline` measures a
 source (:func:`interp.inspect.studies.timelines.timeline`) and writes all of it as one set
-(:func:`interp.training.files.write_files`).
+(:func:`interp.training.files.write_files`); it returns, beside the paths, each snapshot's graded
+measures (``snapshots``, what ``interp timeline --json`` prints), the measures version the rows
+hold and the version of the ``timeline.csv`` it replaced, when another (``replaced_version``).
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ def timeline_figure(rows, title: str = ""):
     steps = [r["step"] for r in rows]
     fig = Figure(figsize=(7, 7), layout="constrained")  # not registered with pyplot
     axes = fig.subplots(3, 1, sharex=True)
-    for key, style in (("qk_diag", "o-"), ("follow", "s-"), ("acc", "^-")):
+    for key, style in (("qk_diag", "o-"), ("follow", "s-"), ("acc", "^-"), ("match_mass", "v--"),
+                       ("readout_acc", "d--")):  # the last two: issue 52's graded measures
         axes[0].plot(steps, [_value(r.get(key)) for r in rows], style, ms=3, label=key)
     axes[0].set_ylim(-0.05, 1.05)
     axes[0].set_ylabel("routing, accuracy")
@@ -75,9 +79,10 @@ def _cell(x) -> str:
 def timeline_markdown(df, title: str) -> str:
     """``timeline.md``: one row per run, when each level forms (``PREDICTIONS.md``'s
     definitions), and its figure."""
-    from interp.inspect.studies.timelines import changes, formation
+    from interp.inspect.studies.timelines import changes, formation, held_version
 
-    lines = [f"# Timelines: {title}", "",
+    lines = [f"# Timelines: {title}", "", f"Measures version: `{held_version(df)}` (issue 52's graded "
+             "measures are columns of `timeline.csv`: `interp.inspect.mechanism.progress`).", "",
              "Per run: the step of the first snapshot from which the routing is named (lookup, mirror "
              "or inverted) at every later snapshot (`routing forms`), the first snapshot from which "
              "the value code's label no longer changes (`code settles`), the plateau exit (the "
@@ -105,9 +110,10 @@ def write_timeline(source, out, *, batch_size: int = 256, keep: int = 20, snapsh
     Markdown (with the runs skipped, each named) and a figure per run, as one set; ``{"csv",
     "markdown", "figures", "rows", "skipped"}`` (paths; run name -> why)."""
     from interp.inspect.studies.atlas_cache import seal
-    from interp.inspect.studies.timelines import timeline
+    from interp.inspect.studies.timelines import MEASURES_VERSION, timeline
     from interp.training.files import figure_bytes, write_files
 
+    before = _held(Path(out) / CSV)
     df = timeline(source, batch_size=batch_size, keep=keep, snapshots_out=snapshots_out)
     skipped = dict(df.attrs.get("skipped") or {})
     out = Path(out)
@@ -127,4 +133,34 @@ def write_timeline(source, out, *, batch_size: int = 256, keep: int = 20, snapsh
         figures.append(str(path))
     write_files(contents)
     return {"csv": str(out / CSV), "markdown": str(out / MARKDOWN), "figures": figures, "rows": len(df),
-            "skipped": skipped}
+            "skipped": skipped, "measures_version": MEASURES_VERSION,
+            "replaced_version": None if before in (None, MEASURES_VERSION) else before,
+            "snapshots": snapshot_records(df)}
+
+
+def _held(path: Path) -> str | None:
+    """The measures version an earlier ``timeline.csv`` at ``path`` holds (None: no table)."""
+    import pandas as pd
+
+    from interp.inspect.studies.timelines import held_version
+
+    if not path.is_file():
+        return None
+    try:
+        return held_version(pd.read_csv(path, dtype=str))
+    except (ValueError, pd.errors.ParserError):  # unreadable: replaced all the same
+        return "unreadable"
+
+
+def snapshot_records(df) -> list[dict]:
+    """Per row (run and snapshot): its identity, loss and accuracy, the graded progress measures
+    and the measures version, as JSON-ready dicts (NaN and missing values are None)."""
+    from interp.inspect.mechanism.progress import COLUMNS
+    from interp.inspect.studies.timelines import VERSION_COLUMN
+
+    keep = ["run", "seed", "step", "loss", "acc", "qk_diag", *COLUMNS, "routing", "code", VERSION_COLUMN]
+    out = []
+    for r in df.to_dict("records"):
+        out.append({k: (None if r.get(k) is None or (isinstance(r.get(k), float) and math.isnan(r[k]))
+                        else (r[k].item() if hasattr(r[k], "item") else r[k])) for k in keep})
+    return out

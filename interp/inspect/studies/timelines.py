@@ -5,8 +5,13 @@ train``'s, or a sweep's ``results/checkpoints/<run>``) or a results store (a sto
 sweep folder) and returns one row per (run, snapshot step): the step, the training-batch loss
 recorded there, the measures the two-level labels read (:func:`interp.inspect.mechanism.measure.measure`
 at ``seed=0``) and the labels (:func:`interp.inspect.mechanism.levels.labels_of`: routing, code, key_code,
-mechanism), the run's plateau exit and its outcome (:func:`interp.inspect.studies.analysis.classify` of
-its final accuracy).
+mechanism), the graded progress measures (:func:`interp.inspect.mechanism.progress.progress`, issue
+52: the QK margin and attention mass on the matching slot, the read-out given that slot, the codes'
+interchange accuracies, the answer's share of the residual; read where the labels read, ``at``),
+the run's plateau exit, its outcome (:func:`interp.inspect.studies.analysis.classify` of its final
+accuracy) and the measures version (``measures_version``: :data:`MEASURES_VERSION`).
+:func:`read_timeline` reads a written table back and refuses, saying to measure it again, one
+whose rows fail their seal or hold another version (or none: written before issue 52).
 
 Snapshots come from ``<checkpoint>/timeline/`` (:func:`interp.training.snapshots.load_snapshots`,
 every file checked against its manifest). A run without them is trained again with snapshots
@@ -28,15 +33,25 @@ import copy
 import math
 from pathlib import Path
 
+from interp.inspect.mechanism import progress
+from interp.inspect.studies.atlas_cache import MEASURES_VERSION as _MEASURE_VERSION
+
 #: the routings :func:`formation` counts as formed
 NAMED = ("lookup", "mirror", "inverted")
-#: the measures the labels read (:mod:`interp.inspect.mechanism.levels`), kept as columns when measured
+#: the measures the labels read (:mod:`interp.inspect.mechanism.levels`), then the graded progress
+#: measures (:mod:`interp.inspect.mechanism.progress`, issue 52), kept as columns when measured
 MEASURES = (
     "acc", "acc_any", "qk_diag", "qk_anti", "ov_anti", "follow", "at", "mass_keypos", "mlp_role",
     "attn_entropy", "value_dim", "value_top2", "value_rcv", "value_gap", "value_iia_full",
-    "query_dim", "query_top2", "query_rcv", "query_gap", "query_iia_full",
+    "query_dim", "query_top2", "query_rcv", "query_gap", "query_iia_full", *progress.COLUMNS,
 )
 LABELS = ("routing", "code", "key_code", "mechanism")
+#: what a timeline row's measures mean: :func:`interp.inspect.mechanism.measure.measure`'s version
+#: (:data:`interp.inspect.studies.atlas_cache.MEASURES_VERSION`) and the progress measures'
+#: (:data:`interp.inspect.mechanism.progress.VERSION`); every row carries it (``measures_version``),
+#: and :func:`read_timeline` refuses a table of another (or none: written before issue 52)
+MEASURES_VERSION = f"measure{_MEASURE_VERSION}-progress{progress.VERSION}"
+VERSION_COLUMN = "measures_version"
 
 
 class _Run:
@@ -225,12 +240,54 @@ def measure_run(run: _Run, *, batch_size: int = 256) -> list[dict]:
                                  constants=dict(model.named_buffers()))
         model.load_state_dict(snaps[step], strict=True)
         measured = analysis.measure(model, batch_size=batch_size, seed=0)
+        # read where the labels read (measure's at), on the same inputs' size and seed
+        graded = progress.progress(model, batch_size=batch_size, seed=0, at=measured["at"])
         loss = snaps.losses.get(step)
         rows.append(dict(**head, step=step, loss=math.nan if loss is None else loss,
-                         **{k: measured.get(k) for k in MEASURES},
+                         **{k: {**graded, **measured}.get(k) for k in MEASURES},
                          **levels.labels_of(measured), plateau_exit=snaps.plateau_exit,
-                         final_accuracy=run.accuracy, outcome=outcome))
+                         final_accuracy=run.accuracy, outcome=outcome,
+                         **{VERSION_COLUMN: MEASURES_VERSION}))
     return rows
+
+
+def read_timeline(path):
+    """The rows of a ``timeline.csv`` that ``interp timeline`` wrote (a pandas DataFrame, the
+    seal column dropped), once it checks: every row's seal (issue 55) and the measures version
+    (:data:`MEASURES_VERSION`). A ValueError naming the file and saying to re-measure otherwise:
+    a table written before seals or before issue 52 (no ``measures_version``), a row edited or
+    cut, or rows of another version."""
+    import io
+
+    import pandas as pd
+
+    from interp.inspect.studies.atlas_cache import SEAL, read_sealed
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path} does not exist; accepted: a timeline.csv written by `interp timeline`")
+    text = path.read_text()
+    df = pd.read_csv(io.StringIO(text), dtype={"run": str, VERSION_COLUMN: str})
+    again = f"run `interp timeline RUN_OR_STORE --out {path.parent}` to measure it again"
+    if SEAL not in df.columns:
+        raise ValueError(f"{path} was written before timeline seals (issue 55); {again}")
+    _, bad = read_sealed(text)
+    if bad:
+        raise ValueError(f"{path}: {bad} row(s) fail their seal (edited or cut); {again}")
+    held = held_version(df)
+    if held != MEASURES_VERSION:
+        raise ValueError(f"{path} holds measures version {held}; this code measures version "
+                         f"{MEASURES_VERSION} (issue 52's progress measures); {again}")
+    return df.drop(columns=[SEAL])
+
+
+def held_version(df) -> str:
+    """The measures version a timeline table's rows hold: the one version, ``"none"`` (written
+    before issue 52), or the versions found joined with ``" and "``."""
+    if VERSION_COLUMN not in df.columns:
+        return "none"
+    found = sorted({"none" if v != v else str(v) for v in df[VERSION_COLUMN]})
+    return " and ".join(found) if found else "none"
 
 
 def formation(rows) -> dict:

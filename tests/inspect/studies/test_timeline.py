@@ -47,6 +47,65 @@ def test_a_construction_initialised_run_is_a_lookup_from_step_0(tmp_path):
     assert first.mechanism == "lookup-untestable"  # n = 5: below the circle test's power (circle.md)
     assert list(df.step) == sorted(snaps[0]) and (df.outcome == "success").all()
     assert timelines.formation(df)["routing_forms"] == 0
+    # issue 52: the graded measures are columns, with the version they were measured under; the
+    # construction's weights at step 0 route and read out as the construction does
+    assert (df.measures_version == timelines.MEASURES_VERSION).all()
+    assert first.match_pos == 1.0 and first.readout_acc == 1.0
+    # case 3 under softmax: the query token carries the target key as the matching slot does, so
+    # the two tie and share the weight (hooks.AttentionReport.self_mass); leftmost gives the slot 1
+    assert first.match_mass == pytest.approx(0.5, abs=1e-3)
+    assert first.value_iia_code == 1.0 and first.answer_share == pytest.approx(1.0, abs=1e-6)
+
+
+def _written(tmp_path):
+    """A construction-initialised run's timeline written by write_timeline into tmp_path/out."""
+    from interp.inspect.studies.timeline_report import write_timeline
+
+    config, model = construction_run()
+    results, snaps = snapshots.train_with_snapshots([config], models_=[model], keep=3)
+    folder = tmp_path / "run"
+    checkpoints.save(results[0], folder)
+    snapshots.save_snapshots(folder, snaps[0])
+    return folder, write_timeline(folder, tmp_path / "out")
+
+
+def _reseal(path, edit):
+    """Rewrite a sealed timeline.csv with ``edit(DataFrame)`` applied, every row sealed again."""
+    import pandas as pd
+
+    from interp.inspect.studies.atlas_cache import SEAL, seal
+
+    df = edit(pd.read_csv(path, dtype={"run": str}).drop(columns=[SEAL]))
+    path.write_text(seal(df.to_csv(index=False)))
+
+
+def test_a_timeline_of_another_measures_version_is_refused_and_measured_again(tmp_path):
+    """Issue 52: ``read_timeline`` gives back a table of this version and refuses, saying to
+    measure again, one of another version, one written before versions (its seal intact) and an
+    edited row; ``write_timeline`` replaces such a table and says which version it held."""
+    from interp.inspect.studies.timeline_report import write_timeline
+
+    folder, written = _written(tmp_path)
+    path = tmp_path / "out" / "timeline.csv"
+    assert written["measures_version"] == timelines.MEASURES_VERSION and written["replaced_version"] is None
+    df = timelines.read_timeline(path)
+    assert len(df) == written["rows"] == len(written["snapshots"]) and "row_sha" not in df
+    first = written["snapshots"][0]
+    assert first["step"] == 0 and first["readout_acc"] == 1.0 and first["measures_version"] == timelines.MEASURES_VERSION
+    _reseal(path, lambda d: d.assign(measures_version="measure3-progress0"))
+    again = f"run `interp timeline RUN_OR_STORE --out {path.parent}` to measure it again"
+    with pytest.raises(ValueError, match=rf"holds measures version measure3-progress0; this code measures "
+                                         rf"version {timelines.MEASURES_VERSION} .*{again}"):
+        timelines.read_timeline(path)
+    _reseal(path, lambda d: d.drop(columns=["measures_version"]))  # as written before issue 52
+    with pytest.raises(ValueError, match="holds measures version none; this code measures"):
+        timelines.read_timeline(path)
+    assert write_timeline(folder, tmp_path / "out")["replaced_version"] == "none"
+    assert len(timelines.read_timeline(path)) == written["rows"]
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], lines[1].replace(",lookup,", ",mirror,"), *lines[2:]]) + "\n")
+    with pytest.raises(ValueError, match=r"1 row\(s\) fail their seal"):
+        timelines.read_timeline(path)
 
 
 @pytest.fixture(scope="module")
