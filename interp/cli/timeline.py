@@ -36,7 +36,7 @@ def add_arguments(p) -> None:
     p.add_argument("--keep", type=int, default=20,
                    help="most snapshots per run trained again here (default 20; saved ones stay as they are)")
     p.add_argument("--batch-size", type=int, default=256, help="inputs per measure (default 256)")
-    p.add_argument("--json", action="store_true", help="print the written paths and each snapshot's graded measures as JSON")
+    p.add_argument("--json", action="store_true", help="print the written paths as JSON")
 
 
 def default_out(source: Path) -> Path:
