@@ -12,8 +12,11 @@
 * :mod:`~interp.training.checkpoints` - safetensors checkpoints with checksums;
   :mod:`~interp.training.progress` - a training group's state saved mid-run, to go on from
   (here, not in :mod:`interp.sweeps`, because the trainer writes it between steps).
-* :mod:`~interp.training.snapshots` - a run's parameters at log-spaced steps and around its
-  plateau exit, kept without changing its bits, saved checksummed in ``timeline/``.
+* :mod:`~interp.training.snapshots` - a run's parameters at chosen steps (log-spaced and around
+  its plateau exit, or by a plan of :mod:`~interp.training.snapshot_plans`: every N steps, every
+  curve point, given steps), kept without changing its bits; saved checksummed in
+  ``timeline/`` (:mod:`~interp.training.snapshot_files`); :mod:`~interp.training.milestones` -
+  the loss milestones of a run's curve (plateau exit, half-loss, steepest drop, low loss).
 * :mod:`~interp.training.files` - files and folders written whole or not at all (temp file,
   fsync, rename; never through a symlink), for every stage that writes one.
 * :mod:`~interp.training.machine` - MKL's branch, glibc's freed memory, the CPU's name.

@@ -166,7 +166,7 @@ def train(config: TrainConfig, *, engine: str = "fast", device: str = "cpu", pro
 
 def train_group(
     configs: list[TrainConfig], *, engine: str = "fast", device: str = "cpu",
-    progress=None, callback=None, state_file=None, every: float = 600.0,
+    progress=None, callback=None, state_file=None, every: float = 600.0, models_=None,
 ) -> list[RunResult]:
     """Train runs that differ only in ``seed`` (e.g. the 5 seeds of a table cell).
 
@@ -175,6 +175,9 @@ def train_group(
     each run that trained in that step to its training-batch loss. ``state_file`` (a file path;
     fast engine only): resume from it and save there every ``every`` seconds
     (:mod:`interp.training.progress`; called ``progress`` before the bar took that name).
+    ``models_`` (fast engine only): the initial models, one per config, trained in place
+    (default: ``init_model`` of each; :func:`interp.training.snapshots.train_with_snapshots`
+    passes its own, to copy their parameters as they train).
 
     The result for each seed is the one :func:`train` gives for that seed alone, bit for bit
     on the CPU (to float rounding on CUDA, where the seeds are always stacked).
@@ -200,13 +203,17 @@ def train_group(
         raise ValueError(f"train_group got repeated seeds {seeds}; accepted: distinct seeds")
     if state_file is not None and engine != "fast":
         raise ValueError(f"state_file needs engine='fast'; got engine={engine!r}")
+    if models_ is not None and (engine != "fast" or len(models_) != len(configs)):
+        raise ValueError(f"models_ holds {len(models_)} models for {len(configs)} configs with "
+                         f"engine={engine!r}; accepted: one model per config, engine='fast'")
     if isinstance(every, bool) or not isinstance(every, (int, float)) or not every >= 0:
         raise ValueError(f"every={every!r}; accepted: seconds >= 0")
     watch = _Watch(configs, progress, callback, engine, group=True)
-    return _train(configs, engine, device, watch, state_file=state_file, every=every)
+    return _train(configs, engine, device, watch, state_file=state_file, every=every, models_=models_)
 
 
-def _train(configs, engine, device, watch: "_Watch", *, state_file=None, every=600.0) -> list[RunResult]:
+def _train(configs, engine, device, watch: "_Watch", *, state_file=None, every=600.0,
+           models_=None) -> list[RunResult]:
     """Train checked configs of one group, showing and reporting each step through ``watch``."""
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r}; accepted: one of {ENGINES}")
@@ -224,8 +231,9 @@ def _train(configs, engine, device, watch: "_Watch", *, state_file=None, every=6
                 results = [train_reference(c, device=device, on_step=watch.hook(i))
                            for i, c in enumerate(configs)]
             else:
-                results = fast_train.train_ensemble(configs, device=device, progress=state_file,
-                                                    every=every, on_step=watch.hook())
+                results = fast_train.train_ensemble(configs, models_=models_, device=device,
+                                                    progress=state_file, every=every,
+                                                    on_step=watch.hook())
     finally:
         watch.close(results)
     return results

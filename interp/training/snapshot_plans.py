@@ -1,0 +1,122 @@
+"""Snapshot plans: at which steps a run's parameters are copied while it trains.
+
+:func:`interp.training.snapshots.train_with_snapshots` takes ``plan=`` one of these (None: its
+own choice, at most ``keep`` snapshots around the plateau exit). Every plan also keeps step 0
+(before training) and each run's last step (the trained model, so a timeline ends at its
+checkpoint). A step k's snapshot is the parameters after k updates; a step whose loss is not
+finite made no update and is never a snapshot.
+
+=========================  =====================================================================
+:class:`Every` ``(N)``     every N-th step (N, 2N, ...): ``interp sweep --snapshots N``
+:class:`Curve` ``()``      every point of the loss curve (step 1, every ``curve_every`` steps, the
+                           last step): ``interp sweep --snapshots curve``; it holds every
+                           loss milestone (:mod:`interp.training.milestones`)
+:class:`At` ``({seed:      exactly these steps, per seed (:func:`interp.training.milestones.plan`:
+steps})``                  a run's milestones, to train it again at)
+=========================  =====================================================================
+
+:func:`parse` reads the command line's value; :meth:`check` refuses, by name, a plan that
+cannot apply to the runs (an interval <= 0 or beyond a run's ``max_steps``, a step outside
+``[1, max_steps]``, a seed the plan does not name), before any training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: the command line's word for :class:`Curve`
+CURVE = "curve"
+ACCEPTED = f"a whole number N >= 1 (a snapshot every N steps) or {CURVE!r} (every point of the loss curve)"
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+@dataclass(frozen=True)
+class Every:
+    """A snapshot every ``interval`` steps."""
+
+    interval: int
+
+    def __post_init__(self):
+        if not _is_int(self.interval) or self.interval < 1:
+            raise ValueError(f"snapshot interval {self.interval!r}; accepted: {ACCEPTED}")
+
+    def wants(self, seed: int, step: int, curve_point: bool) -> bool:
+        return step % self.interval == 0
+
+    def check(self, configs) -> None:
+        for c in configs:
+            if self.interval > c.max_steps:
+                raise ValueError(f"snapshot interval {self.interval} is beyond run {c.name()} ({c.label()}), "
+                                 f"which trains at most {c.max_steps} steps; accepted: 1 to {c.max_steps}, "
+                                 f"or {CURVE!r}")
+
+    def label(self) -> str:
+        return f"every {self.interval} steps"
+
+    def value(self):
+        return self.interval
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A snapshot at every point of the loss curve."""
+
+    def wants(self, seed: int, step: int, curve_point: bool) -> bool:
+        return curve_point
+
+    def check(self, configs) -> None:
+        return None  # every run has a curve (step 1 at least)
+
+    def label(self) -> str:
+        return "every curve point"
+
+    def value(self):
+        return CURVE
+
+
+@dataclass(frozen=True)
+class At:
+    """Snapshots at exactly ``steps[seed]`` (a tuple of steps >= 1 per seed)."""
+
+    steps: dict
+
+    def wants(self, seed: int, step: int, curve_point: bool) -> bool:
+        return step in self.steps[seed]
+
+    def check(self, configs) -> None:
+        for c in configs:
+            if c.seed not in self.steps:
+                raise ValueError(f"snapshot steps name no steps for run {c.name()} (seed {c.seed}); "
+                                 f"accepted: steps for each seed of the group {sorted(self.steps)}")
+            bad = [k for k in self.steps[c.seed] if not _is_int(k) or not 1 <= k <= c.max_steps]
+            if bad:
+                raise ValueError(f"snapshot step {bad[0]!r} for run {c.name()} ({c.label()}); accepted: "
+                                 f"whole numbers from 1 to its max_steps {c.max_steps}")
+
+    def label(self) -> str:
+        return "at chosen steps"
+
+    def value(self):
+        return {int(k): list(v) for k, v in self.steps.items()}
+
+
+def parse(value) -> Every | Curve | None:
+    """The plan ``interp sweep --snapshots VALUE`` asks for: an integer (or its text) N ->
+    :class:`Every` (N); ``curve`` -> :class:`Curve`; None -> None (no snapshots). A ValueError
+    naming the value and what is accepted otherwise."""
+    if value is None or isinstance(value, (Every, Curve)):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == CURVE:
+            return Curve()
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"--snapshots {value!r}; accepted: {ACCEPTED}") from None
+    if not _is_int(value) or value < 1:
+        raise ValueError(f"--snapshots {value!r}; accepted: {ACCEPTED}")
+    return Every(value)
