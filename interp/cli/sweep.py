@@ -53,6 +53,12 @@ def add_arguments(p) -> None:
                    help="save each training group's state to <store folder>/progress/ this often "
                         "(default 600; 0: never); the next sweep goes on from it bit for bit "
                         "(local backend; refused with --backend ray)")
+    p.add_argument("--snapshots", default=None, metavar="N|curve",
+                   help="write each run's snapshots as it trains, into <checkpoint>/timeline/ where "
+                        "interp timeline reads them: N, every N steps; curve, every point of the "
+                        "loss curve (hence every loss milestone); step 0 and the last step always. "
+                        "Rows and checkpoints are a plain sweep's, bit for bit; CPU only; groups "
+                        "train from step 0 (refused with --save-every)")
     add_load_timeout(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -124,9 +130,22 @@ def check_flags(args) -> None:
     if args.save_every is not None and args.backend != "local":
         raise ValueError(f"--save-every {args.save_every:g} saves the local backend's groups; with "
                          f"--backend {args.backend} nothing would be saved: drop --save-every")
+    if args.snapshots is not None and args.save_every is not None:
+        raise ValueError(f"--save-every {args.save_every:g} with --snapshots {args.snapshots}: a group "
+                         "with snapshots trains from step 0 (a resumed group would lack the snapshots "
+                         "before its save) and saves no progress; drop --save-every")
     if args.workers is not None and args.address is not None:
         raise ValueError(f"--workers {args.workers} with --address {args.address}: the Ray "
                          "cluster's CPUs set how many groups train at once; drop --workers")
+
+
+def parse_snapshots(value):
+    """``--snapshots``' value as :func:`~interp.sweeps.driver.run_sweep` takes it (N or
+    ``"curve"``; None); a ValueError naming the value and what is accepted otherwise."""
+    from interp.training import snapshot_plans
+
+    plan = snapshot_plans.parse(value)
+    return None if plan is None else plan.value()
 
 
 def store_of(args, sweep) -> Path:
@@ -149,6 +168,7 @@ def run(args) -> int:
     import json
 
     check_flags(args)
+    snapshots = parse_snapshots(args.snapshots)  # its own words, before anything is loaded
     warm_loader()  # configs.py's loader imports the trainer while this process does
     device = check_backend(args.backend, args.address, args.device)  # before anything is read
     sweep = load(args.dir, timeout=args.load_timeout)
@@ -177,7 +197,7 @@ def run(args) -> int:
                             threads=args.threads, limit=args.limit, where=where,
                             retry_failed=args.retry_failed, backend=args.backend,
                             address=args.address, device=device, on_plan=on_plan,
-                            checkpoints=not args.no_checkpoints,
+                            checkpoints=not args.no_checkpoints, snapshots=snapshots,
                             save_every=600.0 if args.save_every is None else args.save_every or None,
                             on_start=lambda group: progress["start"](group),
                             on_run=lambda record: progress["run"](record))

@@ -4,7 +4,9 @@
   :mod:`~interp.sweeps.configs_file` - what ``configs.py`` must declare, and its checks;
   :mod:`~interp.sweeps.loader` - ``configs.py`` executed in a guarded child process (of
   multiprocessing's forkserver, the local backend's);
-  :mod:`~interp.sweeps.driver` - the driver (``run_sweep``: plan, train, commit).
+  :mod:`~interp.sweeps.planning` - which configs train now, grouped by seed;
+  :mod:`~interp.sweeps.driver` - the driver (``run_sweep``: plan, train, commit; with
+  ``snapshots``, each run's ``timeline/`` written as it trains).
 * :mod:`~interp.sweeps.store` - the SQLite results store (one row per run): the writer
   ``Store``, naming the rest; :mod:`~interp.sweeps.store_schema` - the formats the writer and
   the readers share (schema, row checksums, recognising a store);

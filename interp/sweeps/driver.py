@@ -36,14 +36,16 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 from interp.training import machine, progress
+from interp.training.snapshot_files import place_timeline
 from interp.sweeps import orphans, store as store_mod
 from interp.sweeps.folders import (  # noqa: F401 - re-exported: configs.py files import TableLayout from here
     CONFIGS_FILE, PAPER_FILE, TableLayout, Sweep, group_key, old_name_getattr,
 )
 from interp.sweeps.loader import LOAD_TIMEOUT, LOAD_TIMEOUT_ENV, MAX_RUNS, load, warm_loader  # noqa: F401
+from interp.sweeps.planning import group_by_seed, parse_where, plan, select  # noqa: F401 - re-exported
 from interp.sweeps.store import RunRecord
 from interp.sweeps.local_backend import run_pool
 from interp.sweeps.workers import LOST, describe, environmental_failure, is_lost, train_records
@@ -56,69 +58,6 @@ BACKENDS = ("local", "ray")
 def checkpoint_dir(store_path: str | os.PathLike) -> Path:
     """Checkpoints live beside the store: ``<store folder>/checkpoints/<run name>/``."""
     return Path(store_path).parent / "checkpoints"
-
-
-# --------------------------------------------------------------------------- planning
-
-
-def group_by_seed(configs: Sequence) -> list[list]:
-    """Group configs that differ only in seed, keeping first-appearance order."""
-    groups: dict = {}
-    for c in configs:
-        groups.setdefault(group_key(c), []).append(c)
-    return list(groups.values())
-
-
-def parse_where(items: Sequence[str] | None) -> dict[str, str]:
-    """``["case=5", "d_token=16"]`` -> ``{"case": "5", "d_token": "16"}``."""
-    where = {}
-    for item in items or ():
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--where {item!r}; accepted: FIELD=VALUE, e.g. case=5")
-        key, value = key.strip(), value.strip()
-        if where.get(key, value) != value:
-            raise ValueError(
-                f"--where gives {key} two values ({where[key]!r}, {value!r}); accepted: one "
-                "value per field (run the sweep once per value)"
-            )
-        where[key] = value
-    return where
-
-
-def select(configs: Sequence, where: dict[str, str] | None = None) -> list:
-    """The configs whose fields equal every ``where`` value (compared as strings)."""
-    if not where:
-        return list(configs)
-    fields = configs[0].to_dict() if configs else {}
-    unknown = [k for k in where if k not in fields]
-    if unknown:
-        raise ValueError(f"--where field {unknown[0]!r} is not a TrainConfig field; accepted: {sorted(fields)}")
-    return [c for c in configs if all(str(c.to_dict()[k]) == v for k, v in where.items())]
-
-
-def plan(configs: Sequence, done: dict[str, str], *, retry_failed: bool = False,
-         limit: int | None = None) -> list[list]:
-    """The groups still to train: stored runs are skipped (failed ones too, unless
-    ``retry_failed``); at most ``limit`` runs in all.
-
-    A status that records a fault of the machine rather than of training
-    (:func:`~interp.sweeps.workers.environmental_failure`: ``lost: ...``, or an older
-    store's ``failed: OSError: ...`` from a progress save) is no result: those runs are
-    trained again without ``retry_failed``."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"limit={limit!r}; accepted: an integer >= 0")
-
-    def finished(c) -> bool:
-        status = done.get(c.name())
-        if status is None or environmental_failure(status):
-            return False
-        return status == "ok" or not retry_failed
-
-    todo = [c for c in configs if not finished(c)]
-    if limit is not None:
-        todo = todo[:limit]
-    return group_by_seed(todo)
 
 
 def environment(workers: int = 1, threads: int | None = None, backend: str = "local",
@@ -215,6 +154,7 @@ def run_sweep(
     device: str = "cpu",
     checkpoints: bool = True,
     save_every: float | None = 600.0,
+    snapshots: int | str | None = None,
     on_start: Callable[[list], None] | None = None,
     on_run: Callable[[RunRecord], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
@@ -236,6 +176,10 @@ def run_sweep(
     save_every: seconds between saves of each training group's state to
              ``<store folder>/progress/`` (local backend; None: never), from which the next
              sweep goes on bit for bit (:mod:`interp.training.progress`).
+    snapshots: N or ``"curve"``: each run's snapshots written as it trains (every N steps, or
+             every curve point), into ``<checkpoint>/timeline/`` for ``interp timeline``; rows
+             and checkpoints stay a plain sweep's, bit for bit (:mod:`interp.training.snapshot_plans`;
+             CPU only, needs ``checkpoints``, groups train from step 0 without progress files).
     on_plan(runs_to_train) is called once the store's lock is held and the plan made,
     on_start(configs) when a group starts, on_run(record) after each row commits, or for a
     lost run once it is logged (the CLI drives its progress bar with them). Nothing opens
@@ -247,11 +191,12 @@ def run_sweep(
     its progress file, if one was saved).
     """
     device = _check_run(workers, threads, save_every, backend, address, device)  # before any write
+    configs = select(sweep.configs, where)
+    snapshots = _check_snapshots(snapshots, device, checkpoints, configs)
     # resolved once, here: a --store given as a symbolic link is its real file, and the lock,
     # the checkpoints and the progress files are the real folder's, as every reader sees them
     store_path = store_mod.real_path(store if store is not None else sweep.default_store)
     saves = None if save_every is None or backend != "local" else progress.folder(store_path)
-    configs = select(sweep.configs, where)
     start = time.perf_counter()
     # the driver's one transaction scope: every write to the store happens inside this block,
     # under the driver lock, through ``db`` (the sweep log) and ``commit`` (the run rows)
@@ -271,13 +216,13 @@ def run_sweep(
         elif backend == "ray":
             threads = threads or 1
         skipped = sum(1 for c in configs if c.name() in done and (done[c.name()] == "ok" or not retry_failed))
-        sweep_id = db.begin_sweep(sweep.name, workers,
-                                  environment(workers, threads, backend, address, device))
+        env = environment(workers, threads, backend, address, device)
+        sweep_id = db.begin_sweep(sweep.name, workers, {**env, "snapshots": snapshots} if snapshots else env)
         commit = _Commit(db, checkpoint_dir(store_path) if checkpoints else None, saves, on_run)
         outcome = "interrupted"
         try:
-            _train(groups, sweep.name, backend, pooled, workers, threads, address, device, saves,
-                   save_every, on_start, commit)
+            _train(groups, sweep.name, backend, pooled, workers, threads, address, device,
+                   None if snapshots is not None else saves, save_every, on_start, commit, snapshots)
             outcome = f"done: {commit.lost} run(s) lost" if commit.lost else "done"
         except BaseException as e:
             outcome = f"interrupted: {type(e).__name__}"
@@ -305,10 +250,31 @@ def _check_run(workers, threads, save_every, backend: str, address, device: str)
     return device
 
 
+def _check_snapshots(value, device: str, checkpoints: bool, configs) -> int | str | None:
+    """``run_sweep``'s ``snapshots`` as the workers take it (N or ``"curve"``; None: none),
+    checked against the device, ``checkpoints`` and every run of ``configs``; a ValueError
+    naming the value otherwise, before anything is written."""
+    from interp.training import snapshot_plans
+
+    plan = snapshot_plans.parse(value)
+    if plan is None:
+        return None
+    shown = plan.value()
+    if device != "cpu":
+        raise ValueError(f"--snapshots {shown} with device={device!r}: snapshots are taken on the CPU "
+                         "(a CUDA step is read back in blocks); accepted: --device cpu")
+    if not checkpoints:
+        raise ValueError(f"--snapshots {shown} with --no-checkpoints: snapshots live in each run's "
+                         "checkpoint folder; drop one of them")
+    plan.check(configs)
+    return shown
+
+
 class _Commit:
     """The one writer of run rows: called with each group's records as the group finishes, it
     places each run's checkpoint (``checkpoints``: their folder; None stores rows without
-    files) and then commits its row, one transaction per run. :func:`run_sweep` makes it
+    files; and its snapshots' ``timeline/`` inside it, when the record has them) and then
+    commits its row, one transaction per run. :func:`run_sweep` makes it
     inside its ``with`` block, with ``db`` open under the driver lock, so nothing writes the
     store outside the lock. Lost records (:func:`~interp.sweeps.workers.is_lost`) are logged,
     counted and never stored; a group committed whole has its progress file removed."""
@@ -333,6 +299,8 @@ class _Commit:
                 if rec.files and self.checkpoints is not None:
                     ckpt = self.checkpoints / rec.name
                     sums = store_mod.place_checkpoint(rec.files, ckpt)
+                    if rec.timeline:  # whole, inside the new folder, before the row says it is done
+                        place_timeline(ckpt, rec.timeline)
                 self.db.put(rec, ckpt, sums)
                 self.trained += 1
                 self.failed += not rec.ok
@@ -345,16 +313,18 @@ class _Commit:
 
 
 def _train(groups, sweep_name: str, backend: str, pooled: bool, workers: int, threads,
-           address, device: str, saves: Path | None, save_every, on_start, commit) -> None:
+           address, device: str, saves: Path | None, save_every, on_start, commit,
+           snapshots=None) -> None:
     """Train ``groups`` on the chosen backend, handing each group's records to ``commit``:
     Ray tasks, local processes (``pooled``), or this process one group after another."""
     if backend == "ray":
         from interp.sweeps import ray_backend
 
-        ray_backend.run_groups(groups, sweep_name, workers, threads, on_start, commit, address=address)
+        ray_backend.run_groups(groups, sweep_name, workers, threads, on_start, commit, address=address,
+                               snapshots=snapshots)
     elif pooled:
         run_pool(groups, sweep_name, min(workers, len(groups)), threads, on_start, commit,
-                 device, saves and str(saves), save_every or 0.0)
+                 device, saves and str(saves), save_every or 0.0, snapshots)
     else:
         if threads is not None:
             import torch
@@ -364,7 +334,7 @@ def _train(groups, sweep_name: str, backend: str, pooled: bool, workers: int, th
             if on_start is not None:
                 on_start(g)
             commit(train_records([c.to_dict() for c in g], sweep_name, device,
-                                 saves and str(saves), save_every or 0.0))
+                                 saves and str(saves), save_every or 0.0, snapshots))
 
 
 def _clean_progress(saves: Path, configs, done: dict[str, str]) -> None:

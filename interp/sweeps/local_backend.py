@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def run_pool(groups, sweep_name, workers, threads, on_start, commit, device: str = "cpu",
-             progress_dir: str | None = None, every: float = 600.0) -> None:
+             progress_dir: str | None = None, every: float = 600.0, snapshots=None) -> None:
     """The local backend: :func:`schedule` with ``workers`` groups in flight, each in a process
     of its own (on CUDA they share the GPU, each with its own CUDA context).
 
@@ -33,6 +33,7 @@ def run_pool(groups, sweep_name, workers, threads, on_start, commit, device: str
     costs that group alone: it comes back as :func:`lost_records` naming the process and its
     signal or exit code, and the other groups train on. Ctrl-C (SIGTERM too, through the
     CLI) or an error in ``commit`` terminates the running groups' processes and propagates.
+    ``snapshots``: :func:`~interp.sweeps.workers.train_records`' (None: none).
     """
     ctx = _context()
     if ctx.get_start_method() == "forkserver":
@@ -43,7 +44,7 @@ def run_pool(groups, sweep_name, workers, threads, on_start, commit, device: str
 
     def submit(group):
         worker = _Worker(ctx, [c.to_dict() for c in group], sweep_name,
-                         (threads, branch, device, progress_dir, every, presentations))
+                         (threads, branch, device, progress_dir, every, presentations, snapshots))
         running.append(worker)
         return worker
 
@@ -118,7 +119,7 @@ class _Worker:
 
     def __init__(self, ctx, config_dicts: list[dict], sweep: str, settings: tuple):
         """Start the process: ``settings`` are :func:`_work`'s (threads, MKL branch, device,
-        progress folder, seconds between saves)."""
+        progress folder, seconds between saves, presentations, snapshots)."""
         self.config_dicts, self.sweep = config_dicts, sweep
         self.started = store_mod.now()
         self.records: list[RunRecord] | None = None
@@ -189,7 +190,8 @@ def _exit_description(code: int | None) -> str:
 
 
 def _work(conn, config_dicts: list[dict], sweep: str, threads: int, branch: int | None,
-          device: str, progress_dir: str | None, every: float, presentations: tuple = ()) -> None:
+          device: str, progress_dir: str | None, every: float, presentations: tuple = (),
+          snapshots=None) -> None:
     """A worker process's whole life: follow the driver, set up, train one group, send its
     records (or, for an error outside training, its one-line description) and end.
     ``presentations``: the tasks the driver registered from outside interp, registered here too
@@ -202,7 +204,7 @@ def _work(conn, config_dicts: list[dict], sweep: str, threads: int, branch: int 
     for task in presentations:
         tasks.register(task)
     try:
-        sent = train_records(config_dicts, sweep, device, progress_dir, every)
+        sent = train_records(config_dicts, sweep, device, progress_dir, every, snapshots)
     except Exception as e:  # noqa: BLE001 - outside training: the group is lost, the sweep goes on
         log.exception("worker process %d: %s", os.getpid(), describe(config_dicts[0]))
         sent = f"{type(e).__name__}: {e}"

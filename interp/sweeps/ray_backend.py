@@ -56,16 +56,17 @@ def task_options(threads: int) -> dict:
 
 
 def _train_task(config_dicts: list[dict], sweep_name: str, threads: int, branch: int | None = None,
-                presentations: tuple = ()):
+                presentations: tuple = (), snapshots=None):
     """What one Ray task runs: the local pool's worker set-up (threads, the driver's MKL
-    branch, the presentations registered from outside interp) and worker function."""
+    branch, the presentations registered from outside interp) and worker function (with
+    ``snapshots``, as the local pool's: :func:`interp.sweeps.workers.train_records`)."""
     from interp.core import tasks
     from interp.sweeps import workers
 
     workers.init_worker(threads, branch)
     for presentation in presentations:
         tasks.register(presentation)
-    return workers.train_records(config_dicts, sweep_name)
+    return workers.train_records(config_dicts, sweep_name, snapshots=snapshots)
 
 
 def run_groups(
@@ -77,13 +78,15 @@ def run_groups(
     commit: Callable[[list], None],
     *,
     address: str | None = None,
+    snapshots=None,
 ) -> None:
     """Train ``groups`` as Ray tasks and ``commit`` each group's records as it finishes.
 
     The same loop as the local pool (:func:`interp.sweeps.workers.schedule`): at most as many groups
     in flight as the cluster has CPUs (``workers`` for a local instance), longest first, so
     ``on_start`` marks groups that are really training. Ctrl-C (or any error) cancels the tasks
-    still running; the store keeps what was committed.
+    still running; the store keeps what was committed. ``snapshots``: as the local pool's
+    (:func:`interp.sweeps.workers.train_records`); the timeline files come back in the records.
     """
     from interp.core import tasks
     from interp.training.machine import mkl_branch
@@ -106,7 +109,8 @@ def run_groups(
         presentations = tuple(tasks.added().values())  # registered outside interp: the workers too
 
         def submit(group):
-            ref = task.remote([c.to_dict() for c in group], sweep_name, threads, branch, presentations)
+            ref = task.remote([c.to_dict() for c in group], sweep_name, threads, branch, presentations,
+                              snapshots)
             running.append(ref)
             return ref
 

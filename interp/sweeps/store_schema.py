@@ -139,7 +139,10 @@ class RunRecord:
     """One finished run as the driver stores it (plain data: it crosses process boundaries).
 
     ``files`` holds the checkpoint's files as bytes (``{"model.safetensors": b"...", ...}``)
-    until the driver places them; it is empty when the run produced no model.
+    until the driver places them; it is empty when the run produced no model. ``timeline``
+    likewise holds its snapshots' files (``interp sweep --snapshots``:
+    :func:`interp.training.snapshot_files.timeline_files`), placed in the checkpoint's
+    ``timeline/`` folder before the row commits; empty without snapshots.
     """
 
     name: str
@@ -155,6 +158,7 @@ class RunRecord:
     started_at: str | None = None
     files: dict[str, bytes] = field(default_factory=dict, repr=False)
     cpu_seconds: float | None = None
+    timeline: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:

@@ -112,12 +112,16 @@ def environmental_failure(status: str) -> bool:
 
 
 def train_records(config_dicts: list[dict], sweep: str, device: str = "cpu",
-                  progress_dir: str | None = None, every: float = 600.0) -> list[RunRecord]:
+                  progress_dir: str | None = None, every: float = 600.0,
+                  snapshots: int | str | None = None) -> list[RunRecord]:
     """Train one group of seeds on ``device`` and return plain records (the worker's whole job).
 
     ``progress_dir``: resume the group from its progress file there and save to it every
     ``every`` seconds (:mod:`interp.training.progress`; the driver deletes it after committing;
     a save that fails only warns, the run goes on).
+
+    ``snapshots`` (``interp sweep --snapshots``: N or ``"curve"``): train with snapshots and
+    put each run's timeline files in its record (:func:`_with_snapshots`).
 
     Runs in a worker process (or in the driver when ``workers=1``); writes nothing but a
     temporary directory of its own. An exception in the trainer marks every run of the group
@@ -127,7 +131,7 @@ def train_records(config_dicts: list[dict], sweep: str, device: str = "cpu",
     Each record carries the run's wall and process CPU seconds as the trainer measured them
     (the group's, divided among its seeds).
     """
-    from interp.training import checkpoints, progress, trainer as training
+    from interp.training import progress, trainer as training
 
     configs = [training.TrainConfig.from_dict(d) for d in config_dicts]
     started = store_mod.now()
@@ -139,8 +143,12 @@ def train_records(config_dicts: list[dict], sweep: str, device: str = "cpu",
         return lost_records(config_dicts, sweep, f"{type(e).__name__}: {e}", started)
 
     saved = None if progress_dir is None else progress.path_for(progress_dir, [c.name() for c in configs])
+    timelines: dict = {}
     try:
-        results = training.train_group(configs, device=device, state_file=saved, every=every)
+        if snapshots is None:
+            results = training.train_group(configs, device=device, state_file=saved, every=every)
+        else:
+            results, timelines = _with_snapshots(configs, device, saved, snapshots)
     except Exception as e:  # noqa: BLE001 - recorded in the store, reported by the driver
         if environmental(e):
             return lost(e)
@@ -150,28 +158,48 @@ def train_records(config_dicts: list[dict], sweep: str, device: str = "cpu",
                       status=f"failed: {type(e).__name__}: {e}", started_at=started)
             for c in configs
         ]
-    records = []
     try:
-        for c, r in zip(configs, results, strict=True):
-            files: dict[str, bytes] = {}
-            if getattr(r, "model", None) is not None:
-                with tempfile.TemporaryDirectory(prefix="interp-ckpt-") as tmp:
-                    path = Path(checkpoints.save(r, Path(tmp) / c.name()))
-                    files = {p.name: p.read_bytes() for p in sorted(path.iterdir()) if p.is_file()}
-            records.append(
-                RunRecord(
-                    name=c.name(), sweep=sweep, config=c.to_dict(), seed=c.seed, status=r.status,
-                    accuracy=float(r.accuracy), steps=int(r.steps), final_loss=float(r.final_loss),
-                    seconds=float(r.seconds), curve=[[int(s), float(l)] for s, l in r.curve],
-                    started_at=started, files=files,
-                    cpu_seconds=None if r.cpu_seconds is None else float(r.cpu_seconds),
-                )
-            )
+        return [_record(c, r, sweep, started, timelines.get(c.seed, {}))
+                for c, r in zip(configs, results, strict=True)]
     except Exception as e:  # noqa: BLE001 - the temporary checkpoint could not be written
         if not environmental(e):
             raise
         return lost(e)
-    return records
+
+
+def _record(c, r, sweep: str, started: str, timeline: dict[str, bytes]) -> RunRecord:
+    """One run's record: its numbers, its checkpoint's files as bytes (written to a temporary
+    folder of its own and read back) and its ``timeline`` files."""
+    from interp.training import checkpoints
+
+    files: dict[str, bytes] = {}
+    if getattr(r, "model", None) is not None:
+        with tempfile.TemporaryDirectory(prefix="interp-ckpt-") as tmp:
+            path = Path(checkpoints.save(r, Path(tmp) / c.name()))
+            files = {p.name: p.read_bytes() for p in sorted(path.iterdir()) if p.is_file()}
+    return RunRecord(
+        name=c.name(), sweep=sweep, config=c.to_dict(), seed=c.seed, status=r.status,
+        accuracy=float(r.accuracy), steps=int(r.steps), final_loss=float(r.final_loss),
+        seconds=float(r.seconds), curve=[[int(s), float(l)] for s, l in r.curve],
+        started_at=started, files=files,
+        cpu_seconds=None if r.cpu_seconds is None else float(r.cpu_seconds), timeline=timeline,
+    )
+
+
+def _with_snapshots(configs, device: str, saved, value) -> tuple[list, dict]:
+    """The group trained with snapshots by ``value``'s plan (N: every N steps; ``"curve"``:
+    every curve point; :func:`interp.training.snapshot_plans.parse`) and each run's timeline
+    files, ``(results, {seed: files})``. :func:`interp.training.snapshots.train_with_snapshots`
+    makes the plain group's ``train_group`` call (so the same bits) and copies the parameters
+    as they train; on the CPU, from step 0 (a resumed group would lack the snapshots before its
+    save: the driver passes no progress file with them)."""
+    from interp.training import snapshot_plans, snapshots
+
+    if device != "cpu" or saved is not None:
+        raise ValueError(f"snapshots train on the CPU from step 0: device={device!r}, progress file "
+                         f"{saved}; accepted: device 'cpu' and no progress file")
+    results, snaps = snapshots.train_with_snapshots(configs, plan=snapshot_plans.parse(value))
+    return results, {seed: snapshots.timeline_files(s) for seed, s in snaps.items()}
 
 
 # --------------------------------------------------------------------------- worker set-up
