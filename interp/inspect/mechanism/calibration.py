@@ -26,6 +26,17 @@ min_n_circle              below this n a 2-D code is ``untestable``, neither ``c
                           case-5 constructions' own code tables miss rcv_max there (rcv_max, gap_min
                           and min_n_circle were chosen on near misses: ``experiments/calibration/circle.md``)
 min_n_routing             below this n the routing is ``untestable``
+simplex_norm_max,         geometry ``simplex`` (:mod:`interp.inspect.mechanism.figures`): norm
+simplex_dev_max           spread and RMS distance of the centred cosines from -1/(n-1)
+orthoplex_norm_max,       geometry ``orthoplex`` (even n): norm spread and RMS distance of the
+orthoplex_dev_max         cosines from the cross-polytope's under the greedy antipodal pairing
+codebook_pr_min,          geometry ``codebook``: effective dimension (participation ratio) and
+codebook_cos_max          the largest |cosine|; no pair is feasible at any n (near-ETFs and
+                          anisotropic clouds pass), so ``codebook`` is untestable everywhere
+geometry_testable         per figure, the calibrated n at which its label is certified (FPR upper
+                          <= 1%, TPR lower >= 95%); elsewhere it reads ``untestable``. These seven
+                          were chosen by ``experiments/calibration/geometry_check.py`` on 11,280
+                          point sets (``geometry.md``; rule in ``PREDICTIONS-geometry.md``)
 ========================  =====================================================================
 """
 
@@ -43,6 +54,14 @@ THRESHOLDS = {
     "min_n_code": 4,
     "min_n_circle": 10,
     "min_n_routing": 3,
+    "simplex_norm_max": 0.1,
+    "simplex_dev_max": 0.02,
+    "orthoplex_norm_max": 0.2,
+    "orthoplex_dev_max": 0.05,
+    "codebook_pr_min": 2.5,
+    "codebook_cos_max": 0.98,
+    "geometry_testable": {"simplex": [5, 10, 20, 50], "orthoplex": [10, 20, 50], "circle": [10, 20],
+                          "codebook": []},
 }
 
 
