@@ -8,6 +8,10 @@ probes of the embedding tables and of ``--hook`` (default: the last layer's ``ho
 at the final position, labelled f(i*)), and the circuit, circle and patching measures.
 ``--das`` adds the codes' dimensions found by a learned rotation (:mod:`interp.inspect.mechanism.das`;
 the measures' ``value_dim``/``query_dim`` are the principal-axes upper bound), softmax models only.
+The ``geometry`` label names the figure the value code draws in the stream (simplex, orthoplex,
+circle, codebook, unnamed or untestable; ``key_geometry``: the target key's), with its measures
+under ``geometry_measures`` (:mod:`interp.inspect.mechanism.figures`; the principal-axes and,
+with ``--das``, learned dimensions beside them).
 """
 
 from __future__ import annotations
@@ -91,7 +95,7 @@ def model_from_args(args):
 def collect(model, *, hook: str | None, batch_size: int, seed: int) -> dict:
     """Everything ``interp probe`` prints for a model (its task read from it), as plain JSON-able data."""
     from interp.core import tasks
-    from interp.inspect.mechanism import labels
+    from interp.inspect.mechanism import figures, labels
     from interp.inspect.studies import analysis
     from interp.inspect.tools import hooks, probes
 
@@ -101,8 +105,13 @@ def collect(model, *, hook: str | None, batch_size: int, seed: int) -> dict:
     probe_rows = [p.summary() for p in probes.probe_model(model, seed=seed)]
     probe_rows.append(probes.probe_resid(model, hook, tokens, seed=seed).summary())
     measures = analysis.measure(model, batch_size=batch_size, seed=seed)
+    shape = figures.measure_model(model, batch_size=min(batch_size, 512), seed=seed, at=measures["at"])
+    for variable in shape:
+        shape[variable]["dim_axes"] = measures.get(f"{variable}_dim")
     return dict(
         **labels.labels_of(measures),
+        geometry=shape["value"]["label"], key_geometry=shape["query"]["label"],
+        geometry_measures=shape,
         verdict=labels.verdict(measures),
         attention=hooks.attention_report(model, tokens).summary().to_dict("records"),
         probes=probe_rows,
@@ -129,7 +138,9 @@ def format_tables(label: str, data: dict) -> str:
                   for v, d in data.get("das", {}).items())
     out = [label, "", f"mechanism: {data['mechanism']}", f"routing: {data['routing']}",
            f"code: values {data['code']}, target key {data['key_code']}{das}",
-           f"verdict: {data['verdict']}", "",
+           f"verdict: {data['verdict']}",
+           f"geometry: values {data['geometry']}, target key {data['key_geometry']}",
+           *geometry_lines(data["geometry_measures"]), "",
            "attention (construction's position):",
            pd.DataFrame(data["attention"]).to_string(index=False, float_format=_fmt), "",
            "cos/sin probes (held-out R^2, best N and m):",
@@ -142,6 +153,20 @@ def format_tables(label: str, data: dict) -> str:
             for k, v in data["measures"].items()]
     return "\n".join(out + ["", "(ideal values of the paper's construction in parentheses; "
                              "--json prints the raw numbers)"])
+
+
+#: the geometry measures ``interp probe`` prints, in order (figures.table_measures and the read-out)
+GEOMETRY_SHOWN = ("norm_cv", "cos_sd", "simplex_dev", "orthoplex_dev", "cos_max", "pr", "top2", "rcv",
+                  "gap", "collapse", "dual", "margin", "dim_axes", "dim_learned")
+
+
+def geometry_lines(shape: dict) -> list[str]:
+    """One line per variable: its geometry measures (``figures``; centred by the global mean)."""
+    out = []
+    for variable, m in shape.items():
+        shown = [f"{k} {_fmt(m[k])}" for k in GEOMETRY_SHOWN if m.get(k) is not None]
+        out.append(f"  {variable}: " + (", ".join(shown) or m.get("note", "")))
+    return out
 
 
 def learned_dims(model, at: str, *, batch_size: int, seed: int) -> dict:
@@ -167,6 +192,8 @@ def run(args) -> int:
     if args.das:
         data["das"] = learned_dims(model, data["measures"]["at"], batch_size=min(args.batch_size, 512),
                                    seed=args.seed)
+        for variable, got in data["das"].items():
+            data["geometry_measures"][variable]["dim_learned"] = got["dim"]
     if args.json:
         print(json.dumps(dict(model=label, case=model.task.case, n=model.cfg.d_vocab_out, **data),
                          indent=1, default=float))
