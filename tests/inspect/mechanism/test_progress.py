@@ -197,3 +197,14 @@ def test_key_positions_and_several_heads_are_refused_where_they_do_not_apply():
     wide.cfg.n_heads = 2  # a second head: which one carries the answer is not known
     with pytest.raises(ValueError, match="n_heads=2"):
         progress.progress(wide)
+
+
+def test_the_code_iia_along_fewer_axes_than_the_circle_falls():
+    """The construction's value code is a circle (two dimensions): interchanging its top two
+    principal axes carries the value, one axis does not (a point on a circle is not set by one
+    coordinate), and the default (the code table's rank, 2 here) is the top-two value."""
+    model = constructions.build(3, 10)
+    two = progress.progress(model, batch_size=B, iia_dims=2)
+    one = progress.progress(model, batch_size=B, iia_dims=1)
+    assert two["value_iia_code"] == 1.0 and two["query_iia_code"] == 1.0
+    assert one["value_iia_code"] < 0.9 and one["query_iia_code"] < 0.9
