@@ -76,3 +76,36 @@ def test_near_misses_are_never_circles_at_any_n(n):
     for family, points in NEAR.items():
         got = figures.measure_model(_model(points(n), n, n + 2, seed=n), batch_size=128)
         assert got["value"]["label"] != "circle", (family, n, got["value"])
+
+
+def test_the_figure_is_blind_to_the_heads_basis_not_to_the_streams():
+    """The frame (figures docstring): an invertible G between W_V and W_O changes no output and no
+    measure, though in the head's own coordinates the simplex is gone; the house ``widen`` (a
+    non-orthogonal change of the stream's basis, undone in W_U) changes no answer but does change
+    the figure, which is why these controls widen by orthonormal maps only."""
+    import copy
+
+    from interp.inspect.mechanism import controls
+
+    plain = figure_controls.lookup_with_values(6, figure_controls.draw("simplex", 6, 0))
+    base = figure_controls.widen_orthonormal(plain, 8, seed=0)
+    g = torch.Generator().manual_seed(9)
+    d_head = base.cfg.d_head
+    G = torch.randn(d_head, d_head, generator=g, dtype=torch.float64) + 3 * torch.eye(d_head, dtype=torch.float64)
+    gauged = copy.deepcopy(base)
+    attn = gauged.blocks[0].attn
+    with torch.no_grad():
+        attn.W_V.copy_(attn.W_V @ G)
+        attn.b_V.copy_(attn.b_V @ G)
+        attn.W_O.copy_(torch.linalg.inv(G) @ attn.W_O)
+    tokens = hooks.sample_inputs(3, 6, 64, seed=0)
+    assert torch.allclose(gauged(tokens), base(tokens), atol=1e-9)
+    a, b = figures.measure_model(base, batch_size=64)["value"], figures.measure_model(gauged, batch_size=64)["value"]
+    for k in ("norm_cv", "simplex_dev", "pr", "cos_max"):
+        assert a[k] == pytest.approx(b[k], abs=1e-9), k
+    assert a["label"] == b["label"] == "simplex"
+    in_head = figures.context_vectors(gauged, "value", hooks.read(3, 6, tokens)).mean(0)
+    assert figures.table_measures(in_head)["simplex_dev"] > 0.05
+    mixed = controls.widen(plain, 8, seed=0)
+    assert hooks.accuracy(mixed) == 1.0
+    assert figures.measure_model(mixed, batch_size=64)["value"]["simplex_dev"] > 0.02
