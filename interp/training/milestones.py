@@ -5,7 +5,8 @@ the training-batch loss recorded before that step's update, as :class:`interp.tr
 keeps it) is read against ``ln(n)``, the loss of a uniform guess over the n answers (a fresh
 model's loss is close to it). Every milestone is a curve step, so a sweep trained with
 ``--snapshots curve`` already holds a snapshot at each; otherwise :func:`plan` gives the steps
-to train a run again at (:func:`interp.training.snapshots.train_with_snapshots` with ``plan=``).
+to train a run again at (:func:`interp.training.snapshots.train_with_snapshots` with ``plan=``),
+and :func:`interp.training.snapshots.has_milestones` says whether a saved timeline has them.
 
 =================  ================================================================================
 ``plateau_exit``   the first curve step whose loss is below :data:`PLATEAU` ln(n) (0.9: as

@@ -113,6 +113,14 @@ def has_snapshots(folder, into=None) -> bool:
     return (timeline_dir(folder, into) / MANIFEST).is_file()
 
 
+def saved_steps(folder, into=None) -> list[int]:
+    """The steps of the timeline saved for the run folder ``folder`` (or in ``into``), from its
+    manifest, sealed and cross-checked against the checkpoint as :func:`load_snapshots` does,
+    without reading a snapshot; a ValueError naming the folder and the file otherwise."""
+    folder = Path(folder)
+    return list(_read_manifest(folder, timeline_dir(folder, into))[1]["steps"])
+
+
 def stale_temporaries(folder) -> list[Path]:
     """Temporary timeline folders a killed write left in the run folder ``folder``
     (``.timeline.tmp-*``, ``.timeline.old-*``)."""

@@ -35,7 +35,7 @@ from collections import deque
 from interp.training.milestones import PLATEAU, plateau_exit  # noqa: F401 - the plateau exit's home
 from interp.training.snapshot_files import (  # noqa: F401 - the files' API, re-exported
     FOLDER, FORMAT, MANIFEST, SeedSnapshots, file_name, has_snapshots, load_snapshots, manifest_seal,
-    place_timeline, save_snapshots, stale_temporaries, timeline_dir, timeline_files,
+    place_timeline, save_snapshots, saved_steps, stale_temporaries, timeline_dir, timeline_files,
 )
 
 #: curve steps kept on each side of the plateau exit as the loop sees it
@@ -202,6 +202,17 @@ def _check_planned(plan, out) -> None:
         if missing:
             raise ValueError(f"run {snaps.config.name()}: no snapshot at step {missing[0]} (it trained "
                              f"{max(snaps)} steps): the planned steps do not fit this run")
+
+
+def has_milestones(folder, config, curve, names, into=None) -> bool:
+    """Whether the timeline saved for the run folder ``folder`` (or in ``into``) holds a
+    snapshot at each of milestones ``names`` of the run's ``curve``
+    (:func:`interp.training.milestones.steps_for`: a ValueError, before any training, naming a
+    milestone the curve never reaches); False without a saved timeline."""
+    from interp.training.milestones import steps_for
+
+    wanted = steps_for(config, curve, names)
+    return has_snapshots(folder, into) and set(wanted) <= set(saved_steps(folder, into))
 
 
 def _check_group(configs) -> None:

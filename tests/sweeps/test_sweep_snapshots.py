@@ -161,6 +161,23 @@ def test_the_pool_writes_the_same_snapshots(swept, tmp_path):
     _compare_stores(root, tmp_path / "pool", sw)
 
 
+def test_a_sweep_stopped_before_a_row_commits_leaves_nothing_half_written(swept, tmp_path, monkeypatch):
+    root, sw = swept
+    real = store.Store.put
+
+    def stop(self, record, checkpoint=None, checksums=None):  # the timeline is placed, the row not
+        assert (checkpoint / snapshots.FOLDER / snapshots.MANIFEST).is_file()
+        raise KeyboardInterrupt("stopped before the row")
+
+    monkeypatch.setattr(store.Store, "put", stop)
+    with pytest.raises(KeyboardInterrupt):
+        sweeps.run_sweep(sw, store=tmp_path / "s" / "store.sqlite", snapshots=1)
+    monkeypatch.setattr(store.Store, "put", real)
+    assert store.read(tmp_path / "s" / "store.sqlite").empty  # no row: the run trains again
+    assert sweeps.run_sweep(sw, store=tmp_path / "s" / "store.sqlite", snapshots=1).trained == 4
+    _compare_stores(root, tmp_path / "s", sw)
+
+
 def _compare_stores(root, other, sw):
     plain = _rows(root / "plain" / "store.sqlite")
     for c in sw.configs:

@@ -108,3 +108,26 @@ def test_a_run_trained_again_at_its_milestones_keeps_exactly_them():
     assert results[0].curve == plain.curve
     with pytest.raises(ValueError, match=r"milestone low_loss is never reached"):
         milestones.plan([(config, plain.curve)], ["low_loss"])
+
+
+def test_has_milestones_says_whether_a_saved_timeline_has_the_milestones(tmp_path):
+    from interp.training import checkpoints
+
+    config = TrainConfig(case=3, n=5, d_token=4, pos_embed="none", init="pytorch", max_steps=300,
+                         curve_every=10)
+    results, snaps = snapshots.train_with_snapshots([config], plan=snapshot_plans.Curve())
+    folder = tmp_path / "run"
+    checkpoints.save(results[0], folder)
+    curve = results[0].curve
+    assert not snapshots.has_milestones(folder, config, curve, ["plateau_exit"])  # nothing saved yet
+    snapshots.save_snapshots(folder, snaps[config.seed])
+    assert snapshots.has_milestones(folder, config, curve, ["plateau_exit", "half_loss", "steepest_drop"])
+    found = milestones.milestones(curve, config)
+    thin = snapshots.SeedSnapshots({k: v for k, v in snaps[config.seed].items() if k != found["half_loss"]},
+                                   config=config, losses=snaps[config.seed].losses,
+                                   plateau_exit=snaps[config.seed].plateau_exit)
+    snapshots.save_snapshots(folder, thin)
+    assert not snapshots.has_milestones(folder, config, curve, ["half_loss"])
+    assert snapshots.saved_steps(folder) == sorted(thin)
+    with pytest.raises(ValueError, match="milestone low_loss is never reached"):
+        snapshots.has_milestones(folder, config, curve, ["low_loss"])
