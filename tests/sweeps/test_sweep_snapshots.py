@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load as load_bytes
@@ -110,6 +111,23 @@ def test_interp_timeline_trains_again_the_same_snapshots(swept, tmp_path):
             assert (retrained / name).read_bytes() == (dense / name).read_bytes(), (r.config.name(), k)
         kept = snapshots.load_snapshots(dense.parent)
         assert {k: kept.losses[k] for k in steps} == steps.losses
+
+
+def test_a_sweeps_timeline_rows_equal_a_retrained_ones(swept, tmp_path):
+    """The issue's criterion, on the rows: ``interp timeline`` of the sweep written with
+    ``--snapshots curve`` and of a copy of the plain sweep trained again, at their common steps."""
+    root, _ = swept
+    copy = tmp_path / "plain"
+    shutil.copytree(root / "plain", copy)
+    retrained = timelines.timeline(copy, keep=6)
+    swept_rows = timelines.timeline(root / "curve")
+    on = ["run", "step"]
+    both = retrained.merge(swept_rows[on], on=on)
+    assert len(both) >= 2 * 4  # step 0 and the last step of every run at least
+    theirs = swept_rows.merge(both[on], on=on)
+    assert list(both.columns) == list(theirs.columns)
+    pd.testing.assert_frame_equal(both.sort_values(on).reset_index(drop=True),
+                                  theirs.sort_values(on).reset_index(drop=True), check_exact=True)
 
 
 def test_interp_timeline_reads_a_sweeps_snapshots_without_training(swept, monkeypatch):
