@@ -30,11 +30,12 @@ simplex_norm_max,         geometry ``simplex`` (:mod:`interp.inspect.mechanism.f
 simplex_dev_max           spread and RMS distance of the centred cosines from -1/(n-1)
 orthoplex_norm_max,       geometry ``orthoplex`` (even n): norm spread and RMS distance of the
 orthoplex_dev_max         cosines from the cross-polytope's under the greedy antipodal pairing
-codebook_pr_min,          geometry ``codebook``: effective dimension (participation ratio) and
-codebook_cos_max          the largest |cosine|; no pair is feasible at any n (near-ETFs and
-                          anisotropic clouds pass), so ``codebook`` is untestable everywhere
+codebook_pr_min,          geometry ``codebook``: effective dimension (participation ratio), the
+codebook_cos_max,         largest |cosine| (no near-duplicates, no antipodes), and the spreads of
+codebook_norm_min,        random vectors' norms and cosines (amendment A1: without them perturbed
+codebook_sd_min           simplices and anisotropic clouds passed at every n)
 geometry_testable         per figure, the calibrated n at which its label is certified (FPR upper
-                          <= 1%, TPR lower >= 95%); elsewhere it reads ``untestable``. These seven
+                          <= 1%, TPR lower >= 95%); elsewhere it reads ``untestable``. These nine
                           were chosen by ``experiments/calibration/geometry_check.py`` on 11,280
                           point sets (``geometry.md``; rule in ``PREDICTIONS-geometry.md``)
 ========================  =====================================================================
@@ -58,10 +59,12 @@ THRESHOLDS = {
     "simplex_dev_max": 0.02,
     "orthoplex_norm_max": 0.2,
     "orthoplex_dev_max": 0.05,
-    "codebook_pr_min": 2.5,
+    "codebook_pr_min": 3.5,
     "codebook_cos_max": 0.98,
+    "codebook_norm_min": 0.04,
+    "codebook_sd_min": 0.08,
     "geometry_testable": {"simplex": [5, 10, 20, 50], "orthoplex": [10, 20, 50], "circle": [10, 20],
-                          "codebook": []},
+                          "codebook": [20, 50]},
 }
 
 

@@ -10,7 +10,8 @@ asks which *figure* the symbols' vectors draw there, against four ideals:
   :func:`codes.plane_geometry`, reused as it is;
 * **codebook**: random near-orthogonal vectors (Gaussian in width w: |cos| ~ 1/sqrt(w), Bietti
   et al. 2023's associative memories): an effective dimension of at least a few, no
-  near-duplicates and no antipodes.
+  near-duplicates and no antipodes, and the spreads of random vectors: unequal norms and
+  unequal angles (``PREDICTIONS-geometry.md``, amendment A1).
 
 **Frame.** A model's code is read where the last layer reads it: the value at the read slot
 (``hook_v``, :func:`codes.code_table`'s site and contexts) mapped by the head's own ``W_O`` into
@@ -146,7 +147,8 @@ def detects(m: dict, T: dict | None = None) -> dict[str, bool]:
                 orthoplex=m["n"] % 2 == 0 and le("norm_cv", "orthoplex_norm_max")
                 and le("orthoplex_dev", "orthoplex_dev_max"),
                 circle=ge("top2", "top2_min") and le("rcv", "rcv_max") and ge("gap", "gap_min"),
-                codebook=ge("pr", "codebook_pr_min") and le("cos_max", "codebook_cos_max"))
+                codebook=ge("pr", "codebook_pr_min") and le("cos_max", "codebook_cos_max")
+                and ge("norm_cv", "codebook_norm_min") and ge("cos_sd", "codebook_sd_min"))
 
 
 def calibrated_size(n: int) -> int | None:

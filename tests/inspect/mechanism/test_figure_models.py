@@ -43,9 +43,8 @@ POSITIVES = {  # figure -> (n, the points [n, k <= n], the widened token width)
 }
 
 
-#: what each is labelled: its figure, but the codebook, which no threshold certifies at any n
-#: (geometry.md: perturbed ETFs and anisotropic clouds pass any codebook test that keeps codebooks)
-EXPECTED = {"simplex": "simplex", "orthoplex": "orthoplex", "circle": "circle", "codebook": "untestable"}
+#: what each is labelled: its figure (each is built at an n where geometry.md certifies it)
+EXPECTED = {"simplex": "simplex", "orthoplex": "orthoplex", "circle": "circle", "codebook": "codebook"}
 
 
 @pytest.mark.parametrize("figure", list(POSITIVES))
@@ -58,6 +57,12 @@ def test_a_known_figure_is_named(figure, tmp_path, probe_json):
     value = out["geometry_measures"]["value"]
     assert value["dual"] == pytest.approx(1.0, abs=1e-6)  # W_U = 2 P^T: the read-out is the code
     assert value["collapse"] < 1e-12  # every context writes the same value vector
+
+
+def test_a_codebook_where_it_cannot_be_certified_reads_untestable():
+    P = torch.randn(10, 8, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    got = figures.measure_model(_model(P, 10, 12), batch_size=128)["value"]
+    assert figures.detects(got)["codebook"] and got["label"] == _expected("codebook", 10) == "untestable"
 
 
 NEAR = {"square": lambda n: shapes.draw("square", n, 5), "spiral": lambda n: shapes.draw("spiral", n, 6),
