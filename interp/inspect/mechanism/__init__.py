@@ -5,7 +5,8 @@
 * :mod:`~interp.inspect.mechanism.levels` - the labels: ``routing`` (how the answer flows),
   ``code`` (how keys and values are written) and ``mechanism`` from both.
 * :mod:`~interp.inspect.mechanism.codes` - the code level measured by interchange interventions;
-  :mod:`~interp.inspect.mechanism.das` - its dimension under a learned rotation;
+  :mod:`~interp.inspect.mechanism.das` - its dimension under a learned rotation
+  (:mod:`~interp.inspect.mechanism.das_batch`: the same search, many models of one cell at once);
   :mod:`~interp.inspect.mechanism.figures` - the figure a code draws (simplex, orthoplex, circle,
   codebook) and the ``geometry`` label.
 * :mod:`~interp.inspect.mechanism.mlp_measures` - what the MLPs contribute.

@@ -65,17 +65,26 @@ def iia(model, variable: str, p: Pairs, basis) -> float:
     return float((score.argmax(-1) == want).double().mean())
 
 
-def learn(model, variable: str, k: int, train: Pairs, *, init=None, steps: int = 300,
-          lr: float = 0.01) -> Float[Tensor, "k d"]:
-    """An orthonormal basis [k, d] trained on ``train`` (module docstring); ``init`` [k, d]: its
-    start (orthonormal rows; default the first k standard axes)."""
-    d = train.src.flatten(1).shape[1]
+def start(d: int, k: int, init=None) -> torch.nn.Linear:
+    """The layer whose ``weight`` [k, d] :func:`learn` trains, before any step: ``torch``'s
+    orthogonal parametrization of a ``Linear(d, k)``, set to ``init`` (orthonormal rows) when
+    given. Draws from torch's global generator (the layer's random start, and the random
+    completion of ``init`` to a d x d orthogonal base that the parametrization keeps), so the
+    trained basis depends on the generator's state: :func:`learned_dim` seeds it."""
     if not (isinstance(k, int) and 1 <= k <= d):
         raise ValueError(f"k={k!r}; accepted: an integer from 1 to the site's width {d}")
     layer = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(d, k, bias=False, dtype=torch.float64))
     if init is not None:
         with torch.no_grad():
             layer.weight = torch.as_tensor(init, dtype=torch.float64)
+    return layer
+
+
+def learn(model, variable: str, k: int, train: Pairs, *, init=None, steps: int = 300,
+          lr: float = 0.01) -> Float[Tensor, "k d"]:
+    """An orthonormal basis [k, d] trained on ``train`` (module docstring); ``init`` [k, d]: its
+    start (orthonormal rows; default the first k standard axes)."""
+    layer = start(train.src.flatten(1).shape[1], k, init)
     opt = torch.optim.Adam(layer.parameters(), lr=lr)
     for _ in range(steps):
         opt.zero_grad()
@@ -99,7 +108,11 @@ class LearnedDim:
 def learned_dim(model, variable: str = "value", *, at: str = "value", batch_size: int = 512,
                 seed: int = 0, steps: int = 300, max_k: int = 3, iia_min: float | None = None) -> LearnedDim:
     """The least k <= min(max_k, principal-axes dimension - 1) whose learned basis reaches
-    ``iia_min`` on held-out pairs; the principal-axes dimension when none does (module docstring)."""
+    ``iia_min`` on held-out pairs; the principal-axes dimension when none does (module docstring).
+    A function of its arguments: torch's generator is seeded with ``seed`` before the first k
+    (as ``experiments/calibration/das_check.py`` seeded it with 0 before each model) and given
+    back to the caller as it was. :func:`interp.inspect.mechanism.das_batch.learned_dims` gives
+    the same search for many models of one cell at once."""
     from interp.core import attention
     from interp.inspect.mechanism.calibration import THRESHOLDS
 
@@ -116,10 +129,12 @@ def learned_dim(model, variable: str = "value", *, at: str = "value", batch_size
     test = pairs(model, variable, batch_size=batch_size, seed=seed + 3, at=at)
     top = axes.dim if axes.dim is not None else Vh.shape[0]
     tried = []
-    for k in range(1, min(max_k, top - 1) + 1):
-        init = Vh[:k] if k <= Vh.shape[0] else None
-        basis = learn(model, variable, k, train, init=init, steps=steps)
-        tried.append((k, iia(model, variable, test, basis)))
-        if tried[-1][1] >= iia_min:
-            return LearnedDim(variable, axes.dim, tuple(tried), k)
+    with torch.random.fork_rng(devices=[]):  # the caller's generator is left as it was
+        torch.manual_seed(seed)  # each k's start draws from it (:func:`start`)
+        for k in range(1, min(max_k, top - 1) + 1):
+            init = Vh[:k] if k <= Vh.shape[0] else None
+            basis = learn(model, variable, k, train, init=init, steps=steps)
+            tried.append((k, iia(model, variable, test, basis)))
+            if tried[-1][1] >= iia_min:
+                return LearnedDim(variable, axes.dim, tuple(tried), k)
     return LearnedDim(variable, axes.dim, tuple(tried), axes.dim)
