@@ -267,6 +267,8 @@ def _check_snapshots(value, device: str, checkpoints: bool, configs) -> int | st
         raise ValueError(f"--snapshots {shown} with --no-checkpoints: snapshots live in each run's "
                          "checkpoint folder; drop one of them")
     plan.check(configs)
+    for group in group_by_seed(configs):
+        snapshot_plans.check_memory(plan, group)
     return shown
 
 

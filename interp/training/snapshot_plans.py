@@ -17,7 +17,8 @@ steps})``                  a run's milestones, to train it again at)
 
 :func:`parse` reads the command line's value; :meth:`check` refuses, by name, a plan that
 cannot apply to the runs (an interval <= 0 or beyond a run's ``max_steps``, a step outside
-``[1, max_steps]``, a seed the plan does not name), before any training.
+``[1, max_steps]``, a seed the plan does not name), before any training; :func:`check_memory`
+one whose copies, held until their group ends, would not fit half this machine's memory.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ class Every:
                                  f"which trains at most {c.max_steps} steps; accepted: 1 to {c.max_steps}, "
                                  f"or {CURVE!r}")
 
+    def count(self, config) -> int:
+        return config.max_steps // self.interval + 2
+
     def label(self) -> str:
         return f"every {self.interval} steps"
 
@@ -69,6 +73,9 @@ class Curve:
 
     def check(self, configs) -> None:
         return None  # every run has a curve (step 1 at least)
+
+    def count(self, config) -> int:
+        return config.max_steps // config.curve_every + 3
 
     def label(self) -> str:
         return "every curve point"
@@ -96,6 +103,9 @@ class At:
                 raise ValueError(f"snapshot step {bad[0]!r} for run {c.name()} ({c.label()}); accepted: "
                                  f"whole numbers from 1 to its max_steps {c.max_steps}")
 
+    def count(self, config) -> int:
+        return len(self.steps.get(config.seed, ())) + 2
+
     def label(self) -> str:
         return "at chosen steps"
 
@@ -120,3 +130,23 @@ def parse(value) -> Every | Curve | None:
     if not _is_int(value) or value < 1:
         raise ValueError(f"--snapshots {value!r}; accepted: {ACCEPTED}")
     return Every(value)
+
+
+def check_memory(plan, group) -> None:
+    """A ValueError, before any training, when ``plan``'s copies of the seeds of ``group`` (one
+    group: configs that differ only in seed), held until the group ends and then once more as
+    files, would need more than half this machine's memory; it names the need and what fits."""
+    from interp.core import fields, limits, models
+
+    c = group[0]
+    spec = {f: getattr(c, f) for f in fields.infos(models.ModelSpec) if f not in ("case", "n", "d_token")}
+    spec["batch_size"] = 0  # parameters only: 4 copies (weights, gradients, 2 Adam moments) of 4 bytes
+    one = limits.train_step_bytes(c.case, c.n, c.d_token, **spec) // 4
+    need = 2 * one * sum(plan.count(x) for x in group)
+    have = limits.memory_bytes()
+    if have and need > have // 2:
+        fits = max(1, (have // 2) // (2 * one * len(group)))
+        raise ValueError(f"--snapshots {plan.value()}: {plan.count(c)} snapshots per seed of {c.label().rsplit(' seed', 1)[0]} "
+                         f"x {len(group)} seeds need ~{need / 2**30:,.1f} GiB held in memory; this machine has "
+                         f"{have / 2**30:.1f} GiB; accepted: at most half of it, about {fits} snapshots per seed "
+                         "(a larger interval)")

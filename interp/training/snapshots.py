@@ -163,7 +163,10 @@ def train_with_snapshots(configs, *, models_=None, grid_ratio: float = 1.1, keep
     configs = list(configs)
     _check_group(configs)
     if plan is not None:
+        from interp.training.snapshot_plans import check_memory
+
         plan.check(configs)
+        check_memory(plan, configs)
     elif keep < 2:
         raise ValueError(f"keep={keep!r}; accepted: an integer >= 2")
     limits.check_trainable(configs[0], seeds=len(configs))

@@ -158,6 +158,17 @@ def test_a_bad_snapshot_value_is_refused_before_anything(tmp_path, calls, value,
     assert calls == [] and not (folder / "results").exists()
 
 
+def test_snapshots_that_would_not_fit_in_memory_are_refused_before_anything(tmp_path, calls, monkeypatch):  # noqa: F811
+    from interp.core import limits
+
+    folder = make_sweep(tmp_path)
+    sw = sweeps.load(folder)  # its own memory check first, on this machine's memory
+    monkeypatch.setattr(limits, "memory_bytes", lambda: 2**12)  # 4 KiB: not even one snapshot
+    with pytest.raises(ValueError, match=r"--snapshots 1: 32 snapshots per seed of case1 n5 .* x 2 seeds need"):
+        sweeps.run_sweep(sw, snapshots=1)
+    assert calls == [] and not (folder / "results").exists()
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--snapshots", "40"], "snapshot interval 40 is beyond run"),
     (["--snapshots", "0"], "--snapshots 0; accepted"),

@@ -88,6 +88,19 @@ def test_a_plan_that_cannot_apply_is_refused_before_training(plan, message, no_t
         snapshots.train_with_snapshots([CONFIG], plan=plan)
 
 
+def test_snapshots_that_would_not_fit_in_memory_are_refused_before_training(monkeypatch, no_training):
+    from interp.core import limits
+
+    group = [CONFIG.replace(seed=s) for s in range(3)]
+    one = limits.train_step_bytes(3, N, 4, pos_embed="none", batch_size=0) // 4  # one snapshot's bytes
+    monkeypatch.setattr(limits, "memory_bytes", lambda: 2 * 2 * one * 3 * 40)  # half: 40 per seed
+    snapshots_ok = snapshot_plans.Every(3)  # 100 // 3 + 2 = 35 per seed: fits
+    snapshot_plans.check_memory(snapshots_ok, group)
+    with pytest.raises(ValueError, match=r"--snapshots 2: 52 snapshots per seed of .* x 3 seeds need .* GiB held "
+                                         r"in memory; .*accepted: at most half of it, about 40 snapshots per seed"):
+        snapshots.train_with_snapshots(group, plan=snapshot_plans.Every(2))
+
+
 def test_a_run_trained_again_at_its_milestones_keeps_exactly_them():
     config = TrainConfig(case=3, n=5, d_token=4, pos_embed="none", init="pytorch", max_steps=300,
                          curve_every=10)
