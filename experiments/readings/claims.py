@@ -540,9 +540,20 @@ def timeline_claims() -> list[Claim]:
     return out
 
 
+def circle_init_claims() -> list[Claim]:
+    """Issue 51 item 4: each prediction's row of ``experiments/circle-init/report.md``, quoted by
+    beyond-the-paper.md."""
+    report = EXP / "circle-init" / "report.md"
+    if not report.is_file():
+        return []
+    rows = next(t for t in md_tables(report) if t and "prediction" in t[0])
+    return [Claim(f"circle-init-{r['prediction'].split(':')[0]}", "| " + " | ".join(r.values()) + " |", (BEYOND,))
+            for r in rows]
+
+
 def claims() -> list[Claim]:
     return (table_claims() + check_claims() + screen_claims() + cpu_claims() + mlp_claims() + budget_claims() + analysis_claims() + [scores_claim()]
-            + bench_claims() + atlas_claims() + level_claims() + timeline_claims())
+            + bench_claims() + atlas_claims() + level_claims() + timeline_claims() + circle_init_claims())
 
 
 def flat(text: str) -> str:
