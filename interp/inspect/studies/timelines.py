@@ -133,21 +133,37 @@ def place(runs: list[_Run], snapshots_out=None) -> None:
             r.into = elsewhere
 
 
-def ensure_snapshots(runs: list[_Run], *, keep: int = 20, skipped: dict | None = None) -> list[str]:
+def ensure_snapshots(runs: list[_Run], *, keep: int = 20, skipped: dict | None = None,
+                     milestones=None) -> list[str]:
     """Train again, with snapshots, every run of ``runs`` without a saved timeline (the seeds of
     one cell together), check each against its checkpoint bit for bit and save its snapshots
     (into ``run.into`` where set); the folders written. A run that fails is removed from
-    ``runs`` and named in ``skipped`` (without ``skipped``: the ValueError is raised)."""
+    ``runs`` and named in ``skipped`` (without ``skipped``: the ValueError is raised).
+
+    ``milestones`` (names of :mod:`interp.training.milestones`, or None): a run whose saved
+    timeline lacks a snapshot at one of them is trained again with snapshots at step 0, exactly
+    those milestones and its last step (the saved timeline is replaced). Every group's plan is
+    made, and so checked, before any group trains: a milestone a run's curve never reaches is a
+    ValueError naming it, and nothing is trained."""
     from interp.sweeps.folders import group_key
+    from interp.training import milestones as marks
     from interp.training import snapshots
 
+    names = None if milestones is None else marks.check_names(milestones)
+    if names:
+        def lacks(r):
+            return not snapshots.has_milestones(r.folder, r.config, r.curve, names, r.into)
+    else:
+        def lacks(r):
+            return not snapshots.has_snapshots(r.folder, r.into)
     groups: dict = {}
     for r in runs:
-        if not snapshots.has_snapshots(r.folder, r.into):
+        if lacks(r):
             groups.setdefault(group_key(r.config), []).append(r)
+    plans = {k: marks.plan([(r.config, r.curve) for r in m], names) for k, m in groups.items()} if names else {}
     written = []
-    for members in groups.values():
-        results, snaps = snapshots.train_with_snapshots([r.config for r in members], keep=keep)
+    for key, members in groups.items():
+        results, snaps = snapshots.train_with_snapshots([r.config for r in members], keep=keep, plan=plans.get(key))
         for r, result in zip(members, results):
             try:
                 _check_same(r.folder, result.model.state_dict(), "retrained")
@@ -185,13 +201,14 @@ def _check_same(folder: Path, state: dict, what: str, file: str | None = None) -
                      f"{differs[0]} differs); delete its timeline/ to train it again with snapshots")
 
 
-def timeline(run_or_store, *, batch_size: int = 256, keep: int = 20, snapshots_out=None):
+def timeline(run_or_store, *, batch_size: int = 256, keep: int = 20, snapshots_out=None, milestones=None):
     """One row per (run, snapshot step) of ``run_or_store`` (module docstring), a pandas
     DataFrame sorted by run and step, with ``df.attrs["skipped"]``: run name -> why it was left
     out (a checkpoint that is not its row's, corrupt or NaN weights, a timeline that does not
     check). ``keep``: the most snapshots per run, for runs trained again here (a saved timeline
     keeps what it holds). ``snapshots_out``: where the snapshots of runs whose folder this user
-    cannot write go (:func:`place`). A ValueError when no run can be read."""
+    cannot write go (:func:`place`). ``milestones``: :func:`ensure_snapshots`'s. A ValueError when
+    no run can be read."""
     import pandas as pd
 
     from interp.training.machine import one_thread
@@ -199,7 +216,7 @@ def timeline(run_or_store, *, batch_size: int = 256, keep: int = 20, snapshots_o
     skipped: dict = {}
     runs = runs_of(run_or_store, skipped=skipped)
     place(runs, snapshots_out)
-    ensure_snapshots(runs, keep=keep, skipped=skipped)
+    ensure_snapshots(runs, keep=keep, skipped=skipped, milestones=milestones)
     rows = []
     with one_thread():  # small operations: a second thread on shared cores costs many times over
         for r in runs:

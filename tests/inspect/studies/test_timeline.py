@@ -161,3 +161,48 @@ def test_formation_follows_the_preregistered_definitions():
     assert (f["routing_forms"], f["code_settles"]) == (None, 0)
     assert timelines.changes(rows(["none", "lookup", "lookup", "lookup", "lookup"], ["unread"] * 5)) == [
         (10, "routing none -> lookup")]
+
+
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory):
+    """A run that learns (case 3, n 5, d_token 8: loss 1.69 at step 1, 0.01 at step 572)."""
+    config = TrainConfig(case=3, n=5, d_token=8, pos_embed="none", init="pytorch", max_steps=600)
+    from interp.training import trainer
+
+    folder = tmp_path_factory.mktemp("learned") / "run"
+    checkpoints.save(trainer.train(config), folder)
+    return folder
+
+
+def test_milestones_are_snapshotted_where_the_curve_reaches_them(learned, tmp_path):
+    import math
+    import shutil
+
+    folder = tmp_path / "run"
+    shutil.copytree(learned, folder)
+    run = checkpoints.load_run(folder)
+    curve, ln = run.metrics["curve"], math.log(5)
+    first_below = {f: next(s for s, loss in curve if loss < f * ln) for f in (0.9, 0.5, 0.1)}  # by hand
+    df = interp.timeline(folder, milestones="plateau_exit,half_loss,low_loss")
+    assert set(first_below.values()) <= set(df.step)
+    assert {0, run.metrics["steps"]} <= set(df.step) and len(df) == 5
+    assert snapshots.has_milestones(folder, run.config, curve, ["plateau_exit", "low_loss"])
+
+
+def test_a_milestone_the_curve_never_reaches_is_refused_before_training(trained, tmp_path, monkeypatch):
+    import shutil
+
+    from interp.training import trainer
+
+    folder = tmp_path / "run"
+    shutil.copytree(trained, folder)
+    calls = []
+    original = trainer.train_group
+    monkeypatch.setattr(trainer, "train_group", lambda *a, **k: calls.append(1) or original(*a, **k))
+    with pytest.raises(ValueError, match=r"milestone low_loss is never reached by its curve"):
+        interp.timeline(folder, milestones="low_loss")
+    with pytest.raises(ValueError, match=r"milestone 'plateau'; accepted: one or more of plateau_exit"):
+        interp.timeline(folder, milestones="plateau")
+    assert not calls and not snapshots.has_snapshots(folder)
+    interp.timeline(folder, keep=3)  # the counter counts: a plain timeline of the same folder trains
+    assert calls
