@@ -11,6 +11,10 @@ Reads a results store (a store file, a sweep folder's ``results/store.sqlite`` o
   ``experiments/atlas/PREDICTIONS.md``: confirmed, refuted or untested, with their numbers;
 * ``atlas-success.png`` and ``atlas-mechanism.png``: the same cells as heatmaps.
 
+``--das``: every successful lookup also gets its code's learned (DAS) dimension, ``value_das_dim``
+and ``query_das_dim`` beside the principal-axes bounds ``value_dim`` and ``query_dim``
+(:mod:`interp.inspect.studies.atlas_das`).
+
 A rerun reuses the rows of the ``atlas.csv`` already in ``--out`` that are provably the same run
 measured the same way (:mod:`interp.inspect.studies.atlas_cache`: its checksums, the batch size and
 the measures' version, each row's seal) and measures the rest, saying how many (``--remeasure``:
@@ -48,6 +52,10 @@ def add_arguments(p) -> None:
                    help="sampled inputs per measure of a seed (default 512)")
     p.add_argument("--remeasure", action="store_true",
                    help="measure every seed again instead of reusing the rows of --out's atlas.csv")
+    p.add_argument("--das", action="store_true",
+                   help="also learn each successful lookup's code dimension under a learned rotation "
+                        "(columns value_das_dim, query_das_dim beside value_dim, query_dim; the seeds "
+                        "of a cell searched together; cached like the measures)")
     p.add_argument("--json", action="store_true", help="print the predictions and the files as JSON")
 
 
@@ -95,17 +103,20 @@ def run(args) -> int:
     from interp.inspect.studies.atlas import predictions_markdown
 
     df = atlas.build_atlas(store, batch_size=args.batch_size, cache=cache,
-                           progress=None if args.json else tqdm)
+                           progress=None if args.json else tqdm, das=args.das)
     c = df.attrs.get("cache", {})
     cache_line = (f"{c.get('reused', 0)} rows from the cache, {c.get('measured', 0)} measured "
                   f"({c.get('bad', 0)} cached rows cut or edited, measured again); "
                   f"{c.get('skipped', 0)} skipped (each named above: no usable checkpoint)")
+    if "das" in df.attrs:
+        cache_line += (f"; learned dimension: {df.attrs['das']['searched']} successful lookups searched, "
+                       f"{df.attrs['das']['cached']} from the cache")
     for note in (df["note"].dropna() if "note" in df else []):
         print(note, file=sys.stderr)
     written = atlas.write_atlas(df, out, source=_shown(args.store))
     preds = written.pop("predictions")
     if args.json:
-        print(json.dumps(dict(seeds=len(df), cache=c, predictions=preds,
+        print(json.dumps(dict(seeds=len(df), cache=c, das=df.attrs.get("das"), predictions=preds,
                               files={k: str(v) for k, v in written.items()}), indent=1, default=str))
     else:
         print("\n".join(predictions_markdown(preds)))

@@ -27,6 +27,9 @@ key_code       issue 42 has no code columns: its ``construction`` reads ``lookup
 acc, acc_any,  every measure of :func:`interp.inspect.mechanism.measure.measure` (its docstring says what
 mass, ...     each is), NaN for failed seeds; ``acc_mean_mlp``, ``attn_entropy``, ... where
                ``measure`` gives them
+value_das_dim, with ``das=True``: the learned (DAS) dimension beside ``value_dim`` and
+query_das_dim  ``query_dim`` (their upper bounds), for every successful lookup
+               (:mod:`interp.inspect.studies.atlas_das`; ``das_with``: how it was computed)
 ============== ==================================================================================
 
 Measuring a seed loads its checkpoint (a second or so of CPU, on one thread), so only successful
@@ -50,7 +53,7 @@ from interp.core import tasks
 from interp.core.fields import READINGS, reading_fields
 from interp.core.fields import acting as declared_acting
 from interp.inspect.mechanism import labels
-from interp.inspect.studies import analysis, atlas_cache
+from interp.inspect.studies import analysis, atlas_cache, atlas_das
 from interp.sweeps import store
 from interp.sweeps.store import CheckpointMismatch, checked_model
 from interp.training.runs import TrainConfig
@@ -233,10 +236,12 @@ def _order(row: dict) -> tuple:
             row["name"])
 
 
-def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=None):
+def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=None, das: bool = False):
     """One row per run of the store ``store_or_dir`` (a store file or a folder holding one), as
     the module docstring says; ``cache``: an earlier ``atlas.csv`` whose rows are reused.
-    ``progress``: a wrapper ``progress(iterable, total=, desc=)`` such as ``tqdm.tqdm``."""
+    ``progress``: a wrapper ``progress(iterable, total=, desc=)`` such as ``tqdm.tqdm``.
+    ``das``: every successful lookup also gets its learned dimension
+    (:mod:`interp.inspect.studies.atlas_das`: ``value_das_dim``, ``query_das_dim``)."""
     import pandas as pd
 
     from interp.sweeps.frame import find_store, read_runs
@@ -274,12 +279,15 @@ def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=Non
         row.update(routing=labels.routing(row) if measured else row["label"],
                    code=labels.code(row, "value") if measured else row["label"],
                    key_code=labels.code(row, "query") if measured else row["label"])
+    found = atlas_das.add_das(rows, path, stored, batch_size=batch_size, progress=progress) if das else None
     rows.sort(key=_order)
     df = pd.DataFrame(rows)
     front = [*CELL, "architecture", *RUN, *LEVELS]
     df = add_formation(df[front + [c for c in df.columns if c not in front]], path).reset_index(drop=True)
     skipped = int(df["note"].notna().sum()) if "note" in df else 0
     df.attrs["cache"] = dict(reused=cached, measured=len(todo) - skipped, bad=bad, skipped=skipped)
+    if found is not None:
+        df.attrs["das"] = found
     return df
 
 

@@ -15,6 +15,7 @@ from interp.core import constructions
 from interp.inspect.mechanism import controls, das, das_batch
 from interp.inspect.mechanism.calibration import THRESHOLDS
 from interp.training import trainer
+from interp.training.machine import one_thread
 from interp.training.runs import TrainConfig, init_model
 
 BATCH = 128
@@ -76,9 +77,10 @@ def agree(ref: das.LearnedDim, got: das.LearnedDim) -> None:
 @pytest.mark.parametrize("variable", ["value", "query"])
 def test_batched_search_gives_the_per_model_search_on_trained_seeds(trained, variable):
     assert len(trained) >= 2  # the fixture is what it says: seeds to stack
-    got = das_batch.learned_dims(trained, variable, batch_size=BATCH, steps=100)
-    for model, g in zip(trained, got):
-        agree(das.learned_dim(model, variable, batch_size=BATCH, steps=100), g)
+    with one_thread():  # two threads on shared cores wait on each other
+        got = das_batch.learned_dims(trained, variable, batch_size=BATCH, steps=100)
+        for model, g in zip(trained, got):
+            agree(das.learned_dim(model, variable, batch_size=BATCH, steps=100), g)
 
 
 def test_batched_search_gives_the_per_model_search_on_built_codes():
@@ -87,10 +89,11 @@ def test_batched_search_gives_the_per_model_search_on_built_codes():
     from tests.inspect.mechanism.test_das import unread_variance_lookup
 
     built = [unread_variance_lookup(), unread_variance_lookup(scale=2.0), controls.one_hot_lookup(3, 6)]
-    got = das_batch.learned_dims(built, "value", batch_size=BATCH, steps=100)
-    assert [g.dim for g in got] == [2, 2, 5]  # what the models were built to carry
-    for model, g in zip(built, got):
-        agree(das.learned_dim(model, "value", batch_size=BATCH, steps=100), g)
+    with one_thread():
+        got = das_batch.learned_dims(built, "value", batch_size=BATCH, steps=100)
+        assert [g.dim for g in got] == [2, 2, 5]  # what the models were built to carry
+        for model, g in zip(built, got):
+            agree(das.learned_dim(model, "value", batch_size=BATCH, steps=100), g)
 
 
 def test_learned_dim_is_a_function_of_its_arguments_and_leaves_the_generator():
