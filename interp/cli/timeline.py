@@ -8,8 +8,9 @@ first (on the CPU, checked bit for bit against its checkpoint, and saved beside 
 folder the store's sweep lives in; a folder this user cannot write is refused before any work,
 naming it): ``timeline.csv`` (one row per run and snapshot, each sealed),
 ``timeline.md`` (per run: when the routing forms, when the code settles, the plateau exit, the
-outcome) and ``timeline-<run>-seed<S>.png`` per run
-(:mod:`interp.inspect.studies.timeline_report`). A run whose checkpoint is not its store row's (a run
+outcome), ``timeline-<run>-seed<S>.png`` per run (the loss curve, the graded measures and the
+labels on one step axis, the loss milestones marked) and ``timeline-cell-<cell>.png`` per cell
+(its runs overlaid, coloured by outcome) (:mod:`interp.inspect.studies.timeline_report`). A run whose checkpoint is not its store row's (a run
 folder inside a store is checked against its row first), is corrupt or has NaN weights, or whose
 saved timeline does not check, is skipped with a line naming it; the command fails only when no
 run can be read. The snapshots of a run whose folder this user cannot write (a read-only store)
@@ -75,5 +76,6 @@ def run(args) -> int:
         skipped = len(written["skipped"])
         print(f"timelines of {len(written['figures'])} run(s), {written['rows']} snapshots"
               + (f", {skipped} run(s) skipped (named above)" if skipped else "")
-              + f": {written['markdown']}, {written['csv']}, {len(written['figures'])} figure(s)")
+              + f": {written['markdown']}, {written['csv']}, {len(written['figures'])} run figure(s), "
+              f"{len(written['cell_figures'])} cell figure(s)")
     return 0

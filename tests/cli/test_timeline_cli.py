@@ -44,6 +44,9 @@ def test_timeline_of_a_train_run_writes_its_files(run_dir, tmp_path, capsys, ass
     [figure] = written["figures"]
     assert figure.endswith("-seed0.png") and f"]({figure.rsplit('/', 1)[-1]})" in md
     assert_drawn(figure)
+    [cell] = written["cell_figures"]  # issue 52: the cell's runs overlaid, linked from the Markdown
+    assert cell.endswith(f"timeline-cell-case3-n5-d4-L1-none-mlp{int(df.d_mlp.iloc[0])}.png") and f"]({cell.rsplit('/', 1)[-1]})" in md
+    assert_drawn(cell)
     # the store of the same folder: the snapshots saved above are read, not trained again
     stamp = (run_dir / "timeline" / "manifest.json").stat().st_mtime_ns
     assert cli.main(["timeline", str(run_dir / "store.sqlite"), "--out", str(tmp_path / "again")]) == 0
@@ -88,6 +91,8 @@ def test_the_explorer_shows_a_runs_timeline_where_one_was_written(run_dir, tmp_p
     page = (tmp_path / "page" / "index.html").read_text()
     assert "<h3>Timeline</h3>" in page and "routing formed at step" in page or "routing never formed" in page
     assert len(list((tmp_path / "page" / "seeds").glob("*/timeline.png"))) == 1
+    [cell] = (tmp_path / "page" / "timeline-cells").glob("*.png")  # issue 52: its cell's figure too
+    assert f'<img src="timeline-cells/{cell.name}"' in page
 
 
 def test_the_atlas_gains_per_cell_formation_steps(run_dir, tmp_path):

@@ -175,7 +175,7 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
     df = runs(store_path, where)
     out = Path(out_dir)
     found = explore_atlas.load(store_path, out, atlas, names=df["name"])  # before any work
-    timelines = explore_timeline.load(store_path)
+    timelines, cells = explore_timeline.prepare(store_path, df, out)  # the table, a figure per cell
     (out / "seeds").mkdir(parents=True, exist_ok=True)
     viz.write_circuitsvis_script(out)
     rows, sections, skipped = [], [], {}
@@ -191,7 +191,7 @@ def write_explorer(store_path, out_dir, *, where: dict | None = None, inputs: in
             log.warning("run %s skipped: %s", r["name"], why)
             skipped[r["name"]] = why
             continue
-        timeline = explore_timeline.section(timelines, r["name"], out / "seeds" / row["id"])
+        timeline = explore_timeline.section(timelines, r["name"], out / "seeds" / row["id"], r, cells)
         sections.append(_seed_section(row, model, out, inputs, _loss_curve(r) + timeline))
         rows.append(row)
     table = pd.DataFrame(rows)

@@ -1,16 +1,19 @@
-"""Timelines written for a reader: a figure per run, ``timeline.csv`` and ``timeline.md``.
+"""Timelines written for a reader: figures per run and per cell, ``timeline.csv`` and ``timeline.md``.
 
-:func:`timeline_figure` draws one run's snapshots against their steps (symlog axis, step 0
-included): the routing's measures ``qk_diag`` and ``follow`` with the accuracy and the graded
-``match_mass`` and ``readout_acc`` (:mod:`interp.inspect.mechanism.progress`), the value code's
-dimension, and the training-batch loss; the plateau exit is a dashed line (``gid="plateau-exit"``)
-and each label change a dotted one, named (``gid="label-change"``). :func:`timeline_markdown`
-is one table row per run: when the routing forms, when the code settles, the plateau exit and
-the outcome (:func:`interp.inspect.studies.timelines.formation`). :func:`write_timeline` measures a
-source (:func:`interp.inspect.studies.timelines.timeline`) and writes all of it as one set
-(:func:`interp.training.files.write_files`); it returns, beside the paths, each snapshot's graded
-measures (``snapshots``, what ``interp timeline --json`` prints), the measures version the rows
-hold and the version of the ``timeline.csv`` it replaced, when another (``replaced_version``).
+:func:`seed_figure` draws one run on one time axis in steps (symlog, step 0 included; never a
+fraction of the run): its recorded loss curve, the graded progress measures of :data:`DRAWN`
+(:mod:`interp.inspect.mechanism.progress`) with the accuracy, the routing and value-code labels
+as bands, and the loss milestones (:func:`interp.training.milestones.milestones` on the curve:
+plateau exit, half-loss, steepest drop, low loss) as named vertical lines. :func:`cell_figure`
+overlays a cell's runs: loss and ``match_mass`` against the step, one line per run, coloured by
+outcome (success or not). :func:`timeline_markdown` is one table row per run: when the routing
+forms, when the code settles, the plateau exit and the outcome
+(:func:`interp.inspect.studies.timelines.formation`), and links every figure.
+:func:`write_timeline` measures a source (:func:`interp.inspect.studies.timelines.timeline`) and
+writes all of it as one set (:func:`interp.training.files.write_files`); it returns, beside the
+paths, each snapshot's graded measures (``snapshots``, what ``interp timeline --json`` prints),
+the measures version the rows hold and the version of the ``timeline.csv`` it replaced, when
+another (``replaced_version``).
 """
 
 from __future__ import annotations
@@ -21,53 +24,160 @@ from pathlib import Path
 CSV, MARKDOWN = "timeline.csv", "timeline.md"
 
 
+#: the graded measures a seed's figure draws (issue 52; ``match_margin`` is unbounded, drawn nowhere)
+DRAWN = ("match_mass", "match_pos", "readout_acc", "value_iia_code", "query_iia_code", "answer_share")
+#: what a cell is: the columns a timeline row carries that name its configuration
+CELL = ("case", "n", "d_token", "n_layers", "pos_embed", "d_mlp")
+#: the cell figure's colours: a successful run's, and any other outcome's
+SUCCESS, OTHER = "C0", "C3"
+
+
 def figure_name(run: str, seed) -> str:
     return f"timeline-{run}-seed{int(seed)}.png"
+
+
+def cell_name(row) -> str:
+    """``timeline-cell-case3-n5-d4-L1-none-mlp0.png`` for a row (dict or Series) of a cell."""
+    return (f"timeline-cell-case{row['case']}-n{row['n']}-d{row['d_token']}-L{row['n_layers']}-"
+            f"{row['pos_embed']}-mlp{_int(row.get('d_mlp'))}.png")
+
+
+def _int(x) -> int:
+    return 0 if x is None or (isinstance(x, float) and math.isnan(x)) else int(x)
 
 
 def _value(x):
     return math.nan if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def timeline_figure(rows, title: str = ""):
-    """One run's timeline (rows of :func:`interp.inspect.studies.timelines.timeline`), a matplotlib
-    ``Figure`` (not registered with pyplot)."""
+def _records(rows) -> list[dict]:
+    rows = rows.to_dict("records") if hasattr(rows, "to_dict") else list(rows)
+    return sorted(rows, key=lambda r: r["step"])
+
+
+def _steps_axis(ax) -> None:
+    """One time axis for every figure here: steps (symlog, so step 0 and the log-spaced early
+    snapshots show), never a fraction of the run."""
+    ax.set_xscale("symlog", linthresh=10)
+    ax.set_xlim(left=0)
+
+
+def _loss_points(rows, curve):
+    """(steps, losses) of the run's recorded curve, or of its snapshots where it has none."""
+    finite = [(int(s), float(v)) for s, v in (curve or []) if v is not None]
+    if finite:
+        return [s for s, _ in finite], [v for _, v in finite]
+    return [r["step"] for r in rows], [_value(r.get("loss")) for r in rows]
+
+
+def seed_figure(rows, curve=None, config=None, title: str = ""):
+    """One run's timeline on one step axis, a matplotlib ``Figure`` (not registered with
+    pyplot): the loss (the recorded ``curve``, ``[(step, loss), ...]``; the snapshots' losses
+    without one, ``gid="loss"``), the graded measures of :data:`DRAWN` and the accuracy (a line
+    each, ``gid`` its column), the routing and value-code labels as bands (each label held from
+    its snapshot to the next), and the loss milestones of :func:`interp.training.milestones.milestones`
+    on ``curve`` (``config``: the run's TrainConfig, for n and ``curve_every``) as vertical lines
+    in every panel, named (``gid="milestone-<name>"``)."""
     from matplotlib.figure import Figure
 
-    from interp.inspect.studies.timelines import changes
+    from interp.training import milestones
 
-    rows = sorted(rows.to_dict("records") if hasattr(rows, "to_dict") else rows, key=lambda r: r["step"])
+    rows = _records(rows)
     steps = [r["step"] for r in rows]
-    fig = Figure(figsize=(7, 7), layout="constrained")  # not registered with pyplot
-    axes = fig.subplots(3, 1, sharex=True)
-    for key, style in (("qk_diag", "o-"), ("follow", "s-"), ("acc", "^-"), ("match_mass", "v--"),
-                       ("readout_acc", "d--")):  # the last two: issue 52's graded measures
-        axes[0].plot(steps, [_value(r.get(key)) for r in rows], style, ms=3, label=key)
-    axes[0].set_ylim(-0.05, 1.05)
-    axes[0].set_ylabel("routing, accuracy")
-    axes[0].legend(loc="upper left", fontsize=8)
-    dims = [_value(r.get("value_dim")) for r in rows]
-    axes[1].plot(steps, dims, "o-", ms=3, color="C3")
-    unread = [s for s, d in zip(steps, dims) if math.isnan(d)]
-    if unread:  # no dimension: interchanging the whole vector does not carry the value
-        axes[1].plot(unread, [0] * len(unread), "x", color="C3", label="unread (no dimension)")
-        axes[1].legend(loc="upper left", fontsize=8)
-    axes[1].set_ylabel("value code dimension")
-    axes[2].plot(steps, [_value(r.get("loss")) for r in rows], "o-", ms=3, color="C4")
-    axes[2].set_ylabel("training-batch loss")
-    axes[2].set_xlabel("step (symlog; dashed: plateau exit, dotted: a label changes)")
-    axes[2].set_xscale("symlog", linthresh=1)
-    exit_step = rows[-1].get("plateau_exit") if rows else None
-    for ax in axes:
-        if exit_step is not None and not (isinstance(exit_step, float) and math.isnan(exit_step)):
-            ax.axvline(exit_step, ls="--", color="k", lw=1, gid="plateau-exit")
-        for step, _ in changes(rows):
-            ax.axvline(step, ls=":", color="C2", lw=1, gid="label-change")
-    for i, (step, text) in enumerate(changes(rows)):
-        axes[0].annotate(text, (step, 1.0 - 0.12 * (i % 4)), fontsize=7, color="C2", rotation=0,
-                         xytext=(3, -8), textcoords="offset points")
+    fig = Figure(figsize=(7.5, 7), layout="constrained")
+    ax_loss, ax_m, ax_lab = fig.subplots(3, 1, sharex=True, height_ratios=(2, 3, 1))
+    xs, ys = _loss_points(rows, curve)
+    ax_loss.plot(xs, ys, "-", color="C4", lw=1.2, gid="loss", label="training-batch loss")
+    if rows and rows[0].get("n"):
+        ax_loss.axhline(math.log(int(rows[0]["n"])), ls=":", color="0.5", lw=0.8, gid="ln-n", label="ln n")
+    ax_loss.set_ylabel("loss")
+    ax_loss.legend(loc="lower left", fontsize=7)
+    for i, key in enumerate(DRAWN):
+        ax_m.plot(steps, [_value(r.get(key)) for r in rows], ".-", ms=4, lw=1, color=f"C{i}", gid=key, label=key)
+    ax_m.plot(steps, [_value(r.get("acc")) for r in rows], "k:", lw=1.2, gid="acc", label="accuracy")
+    ax_m.set_ylim(-0.05, 1.05)
+    ax_m.set_ylabel("graded measures")
+    ax_m.legend(loc="center left", fontsize=7, ncol=2)
+    _label_bands(ax_lab, rows)
+    found = milestones.milestones(curve, config) if curve and config is not None else {}
+    marks = [(name, step) for name, step in found.items() if step is not None]
+    for j, (name, step) in enumerate(marks):
+        for ax in (ax_loss, ax_m, ax_lab):
+            ax.axvline(step, ls="--", lw=1, color=f"C{(j + 6) % 10}", gid=f"milestone-{name}")
+        ax_loss.annotate(" " + name.replace("_", " "), (step, 0.97 - 0.1 * j), xycoords=("data", "axes fraction"),
+                         fontsize=7, va="top", ha="left", color=f"C{(j + 6) % 10}",
+                         bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.8))
+    for ax in (ax_loss, ax_m, ax_lab):
+        _steps_axis(ax)
+    ax_lab.set_xlabel("step (symlog; dashed: loss milestones)")
     fig.suptitle(title, fontsize=9)
     return fig
+
+
+def _label_bands(ax, rows) -> None:
+    """The routing (upper band) and value code (lower band) of each snapshot, held to the next
+    snapshot, each label a colour, named where it begins."""
+    if not rows:
+        return
+    steps = [r["step"] for r in rows]
+    ends = steps[1:] + [steps[-1] + max(1, steps[-1] // 20)]
+    names = sorted({str(r.get(k)) for r in rows for k in ("routing", "code")})
+    colour = {name: f"C{i % 10}" for i, name in enumerate(names)}
+    for y, key in ((1, "routing"), (0, "code")):
+        before = None
+        for r, start, end in zip(rows, steps, ends):
+            label = str(r.get(key))
+            ax.broken_barh([(start, end - start)], (y - 0.35, 0.7), facecolors=colour[label], alpha=0.55,
+                           gid=f"{key}-band")
+            if label != before:
+                ax.text(start, y, f" {label}", fontsize=7, va="center", ha="left")
+            before = label
+    ax.set_yticks([0, 1], ["code", "routing"])
+    ax.set_ylim(-0.6, 1.6)
+
+
+def cell_figure(rows, curves=None, title: str = ""):
+    """A cell's runs overlaid, a matplotlib ``Figure``: the loss against the step (each run's
+    recorded curve from ``curves``, run name -> ``[(step, loss), ...]``; its snapshots' losses
+    without one) and ``match_mass`` against the step, one line per run in each panel
+    (``gid`` the run's name), coloured by its outcome (:func:`interp.inspect.studies.analysis.classify`
+    of its final accuracy, as the rows hold it): :data:`SUCCESS` for a success, :data:`OTHER`
+    for any other."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    curves = curves or {}
+    fig = Figure(figsize=(7.5, 5.5), layout="constrained")
+    ax_loss, ax_m = fig.subplots(2, 1, sharex=True)
+    counts = {SUCCESS: 0, OTHER: 0}
+    for run, sub in _by_run(rows):
+        sub = _records(sub)
+        colour = SUCCESS if sub[-1].get("outcome") == "success" else OTHER
+        counts[colour] += 1
+        xs, ys = _loss_points(sub, curves.get(run))
+        ax_loss.plot(xs, ys, "-", lw=1, color=colour, alpha=0.8, gid=str(run))
+        ax_m.plot([r["step"] for r in sub], [_value(r.get("match_mass")) for r in sub], ".-", ms=3, lw=1,
+                  color=colour, alpha=0.8, gid=str(run))
+    ax_loss.set_ylabel("training-batch loss")
+    ax_m.set_ylabel("match_mass")
+    ax_m.set_ylim(-0.05, 1.05)
+    ax_loss.legend([Line2D([], [], color=SUCCESS), Line2D([], [], color=OTHER)],
+                   [f"success ({counts[SUCCESS]} runs)", f"not a success ({counts[OTHER]} runs)"],
+                   loc="upper right", fontsize=7)
+    for ax in (ax_loss, ax_m):
+        _steps_axis(ax)
+    ax_m.set_xlabel("step (symlog)")
+    fig.suptitle(title, fontsize=9)
+    return fig
+
+
+def _by_run(rows):
+    if hasattr(rows, "groupby"):
+        return [(str(k), v) for k, v in rows.groupby("run", sort=False)]
+    runs: dict = {}
+    for r in rows:
+        runs.setdefault(str(r["run"]), []).append(r)
+    return list(runs.items())
 
 
 def _cell(x) -> str:
@@ -101,7 +211,10 @@ def timeline_markdown(df, title: str) -> str:
                      f"[{name}]({name}) |")
         moves = "; ".join(f"step {s}: {t}" for s, t in changes(rows)) or "no label changes"
         notes.append(f"- run {run} (seed {f['seed']}): {moves}")
-    return "\n".join(lines + ["", "## Label changes", "", *notes, ""])
+    cells = [f"- [{name}]({name})" for name in dict.fromkeys(cell_name(r) for r in df.to_dict("records"))]
+    return "\n".join(lines + ["", "## Cells", "", "Each cell's runs overlaid (loss and `match_mass` against "
+                               "the step; blue: success, red: not a success):", "", *cells,
+                               "", "## Label changes", "", *notes, ""])
 
 
 def write_timeline(source, out, *, batch_size: int = 256, keep: int = 20, snapshots_out=None) -> dict:
@@ -123,19 +236,51 @@ def write_timeline(source, out, *, batch_size: int = 256, keep: int = 20, snapsh
                            "checkpoint or saved timeline cannot be used.", "",
                            *(f"- run {k}: {v}" for k, v in skipped.items()), ""])
     contents = {out / CSV: seal(df.to_csv(index=False)), out / MARKDOWN: text}
+    curves = run_curves(source)
     figures = []
     for run, rows in df.groupby("run", sort=False):
         first = rows.iloc[0]
         title = (f"run {run}: case {first['case']} n {first['n']} d {first['d_token']} "
                  f"L{first['n_layers']} seed {first['seed']} ({first['outcome']})")
         path = out / figure_name(run, first["seed"])
-        contents[path] = figure_bytes(timeline_figure(rows, title), ".png", dpi=110)
+        curve, config = curves.get(str(run), (None, None))
+        contents[path] = figure_bytes(seed_figure(rows, curve, config, title), ".png", dpi=110)
         figures.append(str(path))
+    cells = []
+    for key, rows in df.groupby(list(CELL), sort=False, dropna=False):
+        path = out / cell_name(rows.iloc[0])
+        title = "cell " + ", ".join(f"{k} {v}" for k, v in zip(CELL, key)) + f": {rows['run'].nunique()} runs"
+        contents[path] = figure_bytes(cell_figure(rows, {k: c for k, (c, _) in curves.items()}, title),
+                                      ".png", dpi=110)
+        cells.append(str(path))
     write_files(contents)
-    return {"csv": str(out / CSV), "markdown": str(out / MARKDOWN), "figures": figures, "rows": len(df),
+    return {"csv": str(out / CSV), "markdown": str(out / MARKDOWN), "figures": figures,
+            "cell_figures": cells, "rows": len(df),
             "skipped": skipped, "measures_version": MEASURES_VERSION,
             "replaced_version": None if before in (None, MEASURES_VERSION) else before,
             "snapshots": snapshot_records(df)}
+
+
+def run_curves(source) -> dict:
+    """Run name -> (its recorded loss curve, its TrainConfig) for every run at ``source`` (a run
+    folder's ``config.json``, or a store's rows, which :func:`interp.sweeps.store.read` checks)."""
+    import json
+
+    from interp.sweeps import store
+    from interp.sweeps.frame import find_store
+    from interp.training import checkpoints
+    from interp.training.runs import TrainConfig
+
+    p = Path(source)
+    if p.is_dir() and (p / checkpoints.CONFIG).is_file():
+        meta = checkpoints.read_meta(p)
+        config = TrainConfig.from_dict(meta["train_config"])
+        return {config.name(): (list((meta.get("result") or {}).get("curve") or []), config)}
+    out = {}
+    for r in store.read(find_store(p)).to_dict("records"):
+        config = json.loads(r["config"]) if isinstance(r["config"], str) else dict(r["config"])
+        out[str(r["name"])] = (list(r["curve"] or []), TrainConfig.from_dict(config))
+    return out
 
 
 def _held(path: Path) -> str | None:

@@ -18,7 +18,7 @@ from contextlib import closing
 import pytest
 
 from interp.core import constructions
-from interp.inspect.studies import analysis, atlas, atlas_cache, explore, explore_timeline
+from interp.inspect.studies import analysis, atlas, atlas_cache, explore, explore_timeline, timelines
 from interp.sweeps import store
 from interp.training import checkpoints
 from interp.training.runs import TrainConfig, evaluate_accuracy
@@ -111,7 +111,7 @@ def _table(path, rows, *, sealed=True):
 def _rows(path, seed, **changes):
     r = store.read(path).set_index("seed").loc[seed]
     row = dict(run=r["name"], seed=seed, case=3, n=6, routing="lookup", code="circle", loss=1.0,
-               plateau_exit=None, final_accuracy=r["accuracy"])
+               plateau_exit=None, final_accuracy=r["accuracy"], measures_version=timelines.MEASURES_VERSION)
     return [{**row, "step": s, **changes} for s in (0, 10)]
 
 
@@ -132,3 +132,33 @@ def test_a_timeline_table_is_used_only_where_its_rows_check(tmp_path):
     assert df.empty and "written before timeline seals" in df.attrs["notes"][_cfg(0).name()]
     html = explore_timeline.section(df, _cfg(0).name(), tmp_path / "fig")
     assert "Timeline not shown" in html and "written before timeline seals" in html
+
+
+@pytest.mark.parametrize("version", ["measure3-progress0", None])
+def test_a_timeline_table_of_another_measures_version_is_refused(tmp_path, caplog, version):
+    """Issue 52: a sealed table whose rows hold another measures version (or none, written before
+    versions) is not drawn for any run, nor read by the atlas; the note says which version and to
+    measure again."""
+    path = _store(tmp_path / "sweep")
+    rows = [{k: v for k, v in r.items() if version is not None or k != "measures_version"}
+            for r in _rows(path, 0, measures_version=version) + _rows(path, 1, measures_version=version)]
+    table = _table(path, rows)
+    df = explore_timeline.load(path)
+    held = version or "none"
+    says = (f"{table} holds measures version {held}; this code measures version {timelines.MEASURES_VERSION} "
+            f"(issue 52's progress measures); run `interp timeline RUN_OR_STORE --out {table.parent}` "
+            "to measure it again")
+    assert df.empty and df.attrs["notes"] == {_cfg(0).name(): says, _cfg(1).name(): says}
+    html = explore_timeline.section(df, _cfg(1).name(), tmp_path / "fig")
+    assert f"Timeline not shown: {says}" in html.replace("&#x27;", "'")
+    with pytest.raises(ValueError, match=f"holds measures version {held}; this code measures"):
+        timelines.read_timeline(table)  # the same refusal as the reader of record
+    import logging
+
+    import pandas as pd
+
+    from interp.inspect.studies import atlas_levels
+
+    with caplog.at_level(logging.WARNING):  # the atlas reads the table through the same load
+        added = atlas_levels.add_formation(pd.DataFrame({"name": [_cfg(0).name()]}), path)
+    assert "routing_forms" not in added and says in caplog.text
