@@ -366,3 +366,31 @@ def test_an_exemption_needs_a_cap_and_is_held_to_it(tmp_path):
     assert oversized(root)
     readme.write_text(readme.read_text() + f"- `long` (at most {MAX_FUNCTION_LINES + 10} lines)\n")
     assert not oversized(root)
+
+
+def pytest_module_name(path: Path) -> str:
+    """The name pytest's default (prepend) import mode gives a test file: its basename, prefixed
+    by every enclosing folder that holds an ``__init__.py``."""
+    parts = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return ".".join(parts)
+
+
+def test_test_files_import_under_distinct_names():
+    """Two test files with one module name break collection ("import file mismatch"): the second
+    is never run. A mirror of interp/ (tests/changed.py) can need two equal basenames; the
+    folder then gets an ``__init__.py``, as tests/inspect/mechanism/ has."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(pytest_module_name(path), []).append(str(path.relative_to(ROOT)))
+    assert not {k: v for k, v in seen.items() if len(v) > 1}
+
+
+def test_the_name_check_sees_a_package_folder(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "__init__.py").write_text("")
+    assert pytest_module_name(tmp_path / "a" / "b" / "test_x.py") == "b.test_x"
+    assert pytest_module_name(tmp_path / "a" / "test_x.py") == "test_x"
