@@ -14,7 +14,10 @@ labels on one step axis, the loss milestones marked) and ``timeline-cell-<cell>.
 folder inside a store is checked against its row first), is corrupt or has NaN weights, or whose
 saved timeline does not check, is skipped with a line naming it; the command fails only when no
 run can be read. The snapshots of a run whose folder this user cannot write (a read-only store)
-are saved under ``--out``'s ``snapshots/`` instead.
+are saved under ``--out``'s ``snapshots/`` instead. ``--milestones NAMES``: a run whose timeline
+lacks a snapshot at one of these loss milestones (:mod:`interp.training.milestones`) is trained
+again with snapshots at step 0, those milestones and its last step; a milestone a run's curve
+never reaches, or an unknown name, is refused by name before anything trains.
 
 Every row carries the graded progress measures (:mod:`interp.inspect.mechanism.progress`, issue 52)
 and the measures version (``measures_version``); ``--json`` prints the written paths with each
@@ -37,6 +40,9 @@ def add_arguments(p) -> None:
     p.add_argument("--keep", type=int, default=20,
                    help="most snapshots per run trained again here (default 20; saved ones stay as they are)")
     p.add_argument("--batch-size", type=int, default=256, help="inputs per measure (default 256)")
+    p.add_argument("--milestones", default=None, metavar="NAMES",
+                   help="train a run again with snapshots at these loss milestones where its timeline lacks them "
+                        "(comma-separated: plateau_exit, half_loss, steepest_drop, low_loss; or all)")
     p.add_argument("--json", action="store_true", help="print the written paths as JSON")
 
 
@@ -54,17 +60,19 @@ def run(args) -> int:
 
     from interp.cli.atlas import writable
     from interp.inspect.studies.timeline_report import write_timeline
+    from interp.training.milestones import check_names
 
     source = Path(args.source)
     if not source.exists():
         raise ValueError(f"{source} does not exist; accepted: a run folder, a sweep folder or a store file")
     if args.keep < 2:
         raise ValueError(f"--keep {args.keep}; accepted: an integer >= 2 (step 0 and the last step)")
+    milestones = None if args.milestones is None else check_names(args.milestones)  # refused before any work
     out = Path(args.out) if args.out else default_out(source)
     writable(out, given=bool(args.out))
     # snapshots of runs whose folder this user cannot write go under --out (issue 55)
     written = write_timeline(source, out, batch_size=args.batch_size, keep=args.keep,
-                             snapshots_out=out / "snapshots" if args.out else None)
+                             snapshots_out=out / "snapshots" if args.out else None, milestones=milestones)
     if written.get("replaced_version"):
         print(f"measured again: the earlier {written['csv']} held measures version {written['replaced_version']}, "
               f"this one holds {written['measures_version']}", file=sys.stderr)

@@ -66,10 +66,19 @@ def test_timeline_of_a_train_run_writes_its_files(run_dir, tmp_path, capsys, ass
 @pytest.mark.parametrize("args, says", [
     (["--keep", "1"], "--keep 1"),
     (["--batch-size", "0"], "--batch-size 0"),
+    (["--milestones", "plateau"], "milestone 'plateau'; accepted: one or more of plateau_exit"),
 ])
 def test_bad_options_are_refused_before_any_work(run_dir, tmp_path, capsys, args, says):
     assert cli.main(["timeline", str(run_dir), "--out", str(tmp_path / "x"), *args]) != 0
     assert says in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_a_milestone_the_run_never_reaches_is_named_and_nothing_is_written(run_dir, tmp_path, capsys):
+    before = snapshots.saved_steps(run_dir) if snapshots.has_snapshots(run_dir) else None
+    assert cli.main(["timeline", str(run_dir), "--out", str(tmp_path / "x"), "--milestones", "low_loss"]) != 0
+    assert "milestone low_loss is never reached by its curve" in capsys.readouterr().err
+    assert not (tmp_path / "x" / "timeline.csv").exists()
+    assert (snapshots.saved_steps(run_dir) if snapshots.has_snapshots(run_dir) else None) == before
 
 
 def test_a_missing_source_is_named(tmp_path, capsys):

@@ -217,17 +217,19 @@ def timeline_markdown(df, title: str) -> str:
                                "", "## Label changes", "", *notes, ""])
 
 
-def write_timeline(source, out, *, batch_size: int = 256, keep: int = 20, snapshots_out=None) -> dict:
+def write_timeline(source, out, *, batch_size: int = 256, keep: int = 20, snapshots_out=None,
+                   milestones=None) -> dict:
     """Measure ``source`` (:func:`interp.inspect.studies.timelines.timeline`) and write into folder
     ``out`` its CSV (every row sealed: :func:`interp.inspect.studies.atlas_cache.seal`), its
     Markdown (with the runs skipped, each named) and a figure per run, as one set; ``{"csv",
-    "markdown", "figures", "rows", "skipped"}`` (paths; run name -> why)."""
+    "markdown", "figures", "rows", "skipped"}`` (paths; run name -> why). ``milestones``: snapshots
+    at those loss milestones (:func:`interp.inspect.studies.timelines.ensure_snapshots`)."""
     from interp.inspect.studies.atlas_cache import seal
     from interp.inspect.studies.timelines import MEASURES_VERSION, timeline
     from interp.training.files import figure_bytes, write_files
 
     before = _held(Path(out) / CSV)
-    df = timeline(source, batch_size=batch_size, keep=keep, snapshots_out=snapshots_out)
+    df = timeline(source, batch_size=batch_size, keep=keep, snapshots_out=snapshots_out, milestones=milestones)
     skipped = dict(df.attrs.get("skipped") or {})
     out = Path(out)
     text = timeline_markdown(df, Path(source).resolve().name)
