@@ -145,7 +145,7 @@ def _orthonormal_rows(d: int, D: int, g: torch.Generator) -> torch.Tensor:
     return Q.T
 
 
-def widen(model, d_token: int, *, seed: int = 0):
+def widen(model, d_token: int, *, seed: int = 0, mix: bool = True):
     """``model`` (attention-only) hidden in a residual of token width ``d_token`` (module
     docstring): same scores and logits, keys and values relabelled at random, no coordinate left
     in place. ``d_token`` at least the model's own."""
@@ -172,7 +172,8 @@ def widen(model, d_token: int, *, seed: int = 0):
     for name in ("W_Q", "W_K", "W_V"):
         W[name] = R.T @ W[name]
     W["W_O"], W["b_O"], W["W_U"] = W["W_O"] @ R, W["b_O"] @ R, R.T @ W["W_U"]
-    geometry._mix(W, g)
+    if mix:  # False: orthonormal maps only (figure_controls.widen_orthonormal)
+        geometry._mix(W, g)
     return geometry._load(model, task, n, W)
 
 

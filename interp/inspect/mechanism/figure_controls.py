@@ -213,25 +213,5 @@ def widen_orthonormal(model, d_token: int, *, seed: int = 0):
     unchanged: :func:`controls.widen` without its random non-orthogonal basis and scale, which
     would change the figure the code draws in the stream (:mod:`figures`, "Frame")."""
     from interp.inspect.mechanism import controls
-    from interp.inspect.tools import geometry, hooks
 
-    task, n = hooks.check_model(model)
-    W = geometry._weights(model)
-    pair = "key" in W
-    t = W["key"].shape[1] if pair else W["E"].shape[1]
-    if not (isinstance(d_token, int) and d_token >= t):
-        raise ValueError(f"d_token={d_token!r}; accepted: an integer >= the model's token width {t}")
-    g = torch.Generator().manual_seed(seed)
-    geometry._relabel(W, task, n, torch.randperm(n, generator=g))
-    if pair:
-        R1, R2 = (controls._orthonormal_rows(t, d_token, g) for _ in range(2))
-        W["key"], W["value"] = W["key"] @ R1, W["value"] @ R2
-        R = torch.block_diag(R1, R2)
-    else:
-        R = controls._orthonormal_rows(t, d_token, g)
-        W["E"] = W["E"] @ R
-    W["pos"] = W["pos"] @ R
-    for name in ("W_Q", "W_K", "W_V"):
-        W[name] = R.T @ W[name]
-    W["W_O"], W["b_O"], W["W_U"] = W["W_O"] @ R, W["b_O"] @ R, R.T @ W["W_U"]
-    return geometry._load(model, task, n, W)
+    return controls.widen(model, d_token, seed=seed, mix=False)

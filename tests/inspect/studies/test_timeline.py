@@ -108,15 +108,20 @@ def test_a_timeline_of_another_measures_version_is_refused_and_measured_again(tm
         timelines.read_timeline(path)
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def _run_folder(factory, d_token: int, max_steps: int):
     """A run folder as a sweep leaves it (a checkpoint with its result), without snapshots."""
-    config = TrainConfig(case=3, n=5, d_token=4, pos_embed="none", init="pytorch", max_steps=60)
     from interp.training import trainer
 
-    folder = tmp_path_factory.mktemp("trained") / "run"
+    config = TrainConfig(case=3, n=5, d_token=d_token, pos_embed="none", init="pytorch", max_steps=max_steps)
+    folder = factory.mktemp(f"run-d{d_token}") / "run"
     checkpoints.save(trainer.train(config), folder)
     return folder
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A run that stops at its 60-step budget (case 3, n 5, d_token 4)."""
+    return _run_folder(tmp_path_factory, 4, 60)
 
 
 def test_a_run_without_snapshots_is_trained_again_and_saved(trained, tmp_path):
@@ -166,12 +171,7 @@ def test_formation_follows_the_preregistered_definitions():
 @pytest.fixture(scope="module")
 def learned(tmp_path_factory):
     """A run that learns (case 3, n 5, d_token 8: loss 1.69 at step 1, 0.01 at step 572)."""
-    config = TrainConfig(case=3, n=5, d_token=8, pos_embed="none", init="pytorch", max_steps=600)
-    from interp.training import trainer
-
-    folder = tmp_path_factory.mktemp("learned") / "run"
-    checkpoints.save(trainer.train(config), folder)
-    return folder
+    return _run_folder(tmp_path_factory, 8, 600)
 
 
 def test_milestones_are_snapshotted_where_the_curve_reaches_them(learned, tmp_path):
