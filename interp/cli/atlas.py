@@ -13,7 +13,8 @@ Reads a results store (a store file, a sweep folder's ``results/store.sqlite`` o
 
 ``--das``: every successful lookup also gets its code's learned (DAS) dimension, ``value_das_dim``
 and ``query_das_dim`` beside the principal-axes bounds ``value_dim`` and ``query_dim``
-(:mod:`interp.inspect.studies.atlas_das`).
+(:mod:`interp.inspect.studies.atlas_das`). ``--geometry``: and the figure its codes draw, ``geometry``
+and ``key_geometry`` with their measures (:mod:`interp.inspect.studies.atlas_geometry`).
 
 A rerun reuses the rows of the ``atlas.csv`` already in ``--out`` that are provably the same run
 measured the same way (:mod:`interp.inspect.studies.atlas_cache`: its checksums, the batch size and
@@ -56,6 +57,9 @@ def add_arguments(p) -> None:
                    help="also learn each successful lookup's code dimension under a learned rotation "
                         "(columns value_das_dim, query_das_dim beside value_dim, query_dim; the seeds "
                         "of a cell searched together; cached like the measures)")
+    p.add_argument("--geometry", action="store_true",
+                   help="also measure the figure each successful lookup's codes draw (columns geometry, "
+                        "key_geometry and value_fig_*, query_fig_*; cached like the measures)")
     p.add_argument("--json", action="store_true", help="print the predictions and the files as JSON")
 
 
@@ -103,7 +107,8 @@ def run(args) -> int:
     from interp.inspect.studies.atlas import predictions_markdown
 
     df = atlas.build_atlas(store, batch_size=args.batch_size, cache=cache,
-                           progress=None if args.json else tqdm, das=args.das)
+                           progress=None if args.json else tqdm, das=args.das,
+                           geometry=args.geometry)
     c = df.attrs.get("cache", {})
     cache_line = (f"{c.get('reused', 0)} rows from the cache, {c.get('measured', 0)} measured "
                   f"({c.get('bad', 0)} cached rows cut or edited, measured again); "
@@ -111,12 +116,16 @@ def run(args) -> int:
     if "das" in df.attrs:
         cache_line += (f"; learned dimension: {df.attrs['das']['searched']} successful lookups searched, "
                        f"{df.attrs['das']['cached']} from the cache")
+    if "geometry" in df.attrs:
+        cache_line += (f"; geometry: {df.attrs['geometry']['measured']} successful lookups measured, "
+                       f"{df.attrs['geometry']['cached']} from the cache")
     for note in (df["note"].dropna() if "note" in df else []):
         print(note, file=sys.stderr)
     written = atlas.write_atlas(df, out, source=_shown(args.store))
     preds = written.pop("predictions")
     if args.json:
-        print(json.dumps(dict(seeds=len(df), cache=c, das=df.attrs.get("das"), predictions=preds,
+        print(json.dumps(dict(seeds=len(df), cache=c, das=df.attrs.get("das"),
+                              geometry=df.attrs.get("geometry"), predictions=preds,
                               files={k: str(v) for k, v in written.items()}), indent=1, default=str))
     else:
         print("\n".join(predictions_markdown(preds)))

@@ -8,7 +8,8 @@
   :mod:`~interp.inspect.studies.atlas_markdown` (``atlas.md`` written),
   :mod:`~interp.inspect.studies.atlas_levels` (its two-level section),
   :mod:`~interp.inspect.studies.atlas_cache` (which cached rows may be reused),
-  :mod:`~interp.inspect.studies.atlas_das` (the learned dimension of every successful lookup).
+  :mod:`~interp.inspect.studies.atlas_das` (the learned dimension of every successful lookup),
+  :mod:`~interp.inspect.studies.atlas_geometry` (the figure every successful lookup's codes draw).
 * :mod:`~interp.inspect.studies.timelines` - every snapshot of a run measured and labelled;
   :mod:`~interp.inspect.studies.timeline_report` - their figures and tables.
 * :mod:`~interp.inspect.studies.explore` - the sweep explorer, one offline HTML page;

@@ -30,6 +30,8 @@ mass, ...     each is), NaN for failed seeds; ``acc_mean_mlp``, ``attn_entropy``
 value_das_dim, with ``das=True``: the learned (DAS) dimension beside ``value_dim`` and
 query_das_dim  ``query_dim`` (their upper bounds), for every successful lookup
                (:mod:`interp.inspect.studies.atlas_das`; ``das_with``: how it was computed)
+geometry,      with ``geometry=True``: the figure each code of a successful lookup draws, its
+key_geometry   measures ``value_fig_*``, ``query_fig_*`` (:mod:`interp.inspect.studies.atlas_geometry`)
 ============== ==================================================================================
 
 Measuring a seed loads its checkpoint (a second or so of CPU, on one thread), so only successful
@@ -53,7 +55,7 @@ from interp.core import tasks
 from interp.core.fields import READINGS, reading_fields
 from interp.core.fields import acting as declared_acting
 from interp.inspect.mechanism import labels
-from interp.inspect.studies import analysis, atlas_cache, atlas_das
+from interp.inspect.studies import analysis, atlas_cache, atlas_das, atlas_geometry
 from interp.sweeps import store
 from interp.sweeps.store import CheckpointMismatch, checked_model
 from interp.training.runs import TrainConfig
@@ -236,12 +238,14 @@ def _order(row: dict) -> tuple:
             row["name"])
 
 
-def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=None, das: bool = False):
+def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=None, das: bool = False,
+                geometry: bool = False):
     """One row per run of the store ``store_or_dir`` (a store file or a folder holding one), as
     the module docstring says; ``cache``: an earlier ``atlas.csv`` whose rows are reused.
     ``progress``: a wrapper ``progress(iterable, total=, desc=)`` such as ``tqdm.tqdm``.
     ``das``: every successful lookup also gets its learned dimension
-    (:mod:`interp.inspect.studies.atlas_das`: ``value_das_dim``, ``query_das_dim``)."""
+    (:mod:`interp.inspect.studies.atlas_das`: ``value_das_dim``, ``query_das_dim``).
+    ``geometry``: and its codes' figure (:mod:`interp.inspect.studies.atlas_geometry`)."""
     import pandas as pd
 
     from interp.sweeps.frame import find_store, read_runs
@@ -280,6 +284,8 @@ def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=Non
                    code=labels.code(row, "value") if measured else row["label"],
                    key_code=labels.code(row, "query") if measured else row["label"])
     found = atlas_das.add_das(rows, path, stored, batch_size=batch_size, progress=progress) if das else None
+    shaped = atlas_geometry.add_geometry(rows, path, stored, batch_size=batch_size,
+                                         progress=progress) if geometry else None
     rows.sort(key=_order)
     df = pd.DataFrame(rows)
     front = [*CELL, "architecture", *RUN, *LEVELS]
@@ -288,6 +294,8 @@ def build_atlas(store_or_dir, *, batch_size: int = 512, cache=None, progress=Non
     df.attrs["cache"] = dict(reused=cached, measured=len(todo) - skipped, bad=bad, skipped=skipped)
     if found is not None:
         df.attrs["das"] = found
+    if shaped is not None:
+        df.attrs["geometry"] = shaped
     return df
 
 
