@@ -230,6 +230,14 @@ def margin(logits: Float[Tensor, "batch u"], answer) -> float:
     return float(((right - other) / Z.std(1).clamp_min(1e-300)).median())
 
 
+def stream_code(model, variable: str, view, *, contexts: int = 32,
+                at: str = "value") -> Float[Tensor, "context u d_model"]:
+    """The code in the stream (module docstring, "Frame"): :func:`context_vectors` through
+    :func:`stream_map`, each context centred over the symbols; ``.mean(0)`` is the code table."""
+    V = context_vectors(model, variable, view, contexts=contexts, at=at) @ stream_map(model, variable)
+    return V - V.mean(1, keepdim=True)
+
+
 def measure_model(model, *, batch_size: int = 512, contexts: int = 32, seed: int = 0,
                   at: str = "value") -> dict:
     """``{"value": measures, "query": measures}``: each variable's code (module docstring) in the
@@ -241,8 +249,7 @@ def measure_model(model, *, batch_size: int = 512, contexts: int = 32, seed: int
     view = hooks.read(task.case, n, hooks.sample_inputs(task.case, n, max(batch_size, n), seed=seed))
     out = {}
     for variable in ("value", "query"):
-        V = context_vectors(model, variable, view, contexts=contexts, at=at) @ stream_map(model, variable)
-        V = V - V.mean(1, keepdim=True)  # each context centred over the symbols
+        V = stream_code(model, variable, view, contexts=contexts, at=at)
         means = V.mean(0)
         if float(means.norm()) <= 1e-12 * max(float(V.norm()), 1e-300):
             out[variable] = dict(n=n, label="untestable", note="the code table is zero: not read here")
