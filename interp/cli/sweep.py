@@ -53,9 +53,10 @@ def add_arguments(p) -> None:
                    help="save each training group's state to <store folder>/progress/ this often "
                         "(default 600; 0: never); the next sweep goes on from it bit for bit "
                         "(local backend; refused with --backend ray)")
-    p.add_argument("--snapshots", default=None, metavar="N|curve",
+    p.add_argument("--snapshots", default=None, metavar="N|N:U:M|curve",
                    help="write each run's snapshots as it trains, into <checkpoint>/timeline/ where "
-                        "interp timeline reads them: N, every N steps; curve, every point of the "
+                        "interp timeline reads them: N, every N steps; N:U:M, every N steps to step U, "
+                        "then every M; curve, every point of the "
                         "loss curve (hence every loss milestone); step 0 and the last step always. "
                         "Rows and checkpoints are a plain sweep's, bit for bit; CPU only; groups "
                         "train from step 0 (refused with --save-every)")

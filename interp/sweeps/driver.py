@@ -176,8 +176,8 @@ def run_sweep(
     save_every: seconds between saves of each training group's state to
              ``<store folder>/progress/`` (local backend; None: never), from which the next
              sweep goes on bit for bit (:mod:`interp.training.progress`).
-    snapshots: N or ``"curve"``: each run's snapshots written as it trains (every N steps, or
-             every curve point), into ``<checkpoint>/timeline/`` for ``interp timeline``; rows
+    snapshots: N, ``"N:U:M"`` or ``"curve"``: each run's snapshots written as it trains (every N
+             steps; every N to step U, then every M; or every curve point), into ``<checkpoint>/timeline/`` for ``interp timeline``; rows
              and checkpoints stay a plain sweep's, bit for bit (:mod:`interp.training.snapshot_plans`;
              CPU only, needs ``checkpoints``, groups train from step 0 without progress files).
     on_plan(runs_to_train) is called once the store's lock is held and the plan made,

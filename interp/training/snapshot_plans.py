@@ -8,6 +8,8 @@ finite made no update and is never a snapshot.
 
 =========================  =====================================================================
 :class:`Every` ``(N)``     every N-th step (N, 2N, ...): ``interp sweep --snapshots N``
+:class:`Dense` ``(N, U,    every N-th step up to step U, then every M-th (dense while a run
+M)``                       forms, sparse after): ``interp sweep --snapshots N:U:M``
 :class:`Curve` ``()``      every point of the loss curve (step 1, every ``curve_every`` steps, the
                            last step): ``interp sweep --snapshots curve``; it holds every
                            loss milestone (:mod:`interp.training.milestones`)
@@ -27,7 +29,8 @@ from dataclasses import dataclass
 
 #: the command line's word for :class:`Curve`
 CURVE = "curve"
-ACCEPTED = f"a whole number N >= 1 (a snapshot every N steps) or {CURVE!r} (every point of the loss curve)"
+ACCEPTED = (f"a whole number N >= 1 (a snapshot every N steps), N:U:M (every N steps up to step U, "
+            f"then every M; N <= U, U a multiple of N) or {CURVE!r} (every point of the loss curve)")
 
 
 def _is_int(x) -> bool:
@@ -62,6 +65,39 @@ class Every:
 
     def value(self):
         return self.interval
+
+
+@dataclass(frozen=True)
+class Dense:
+    """A snapshot every ``interval`` steps up to step ``until``, then every ``then`` steps."""
+
+    interval: int
+    until: int
+    then: int
+
+    def __post_init__(self):
+        ok = all(_is_int(x) and x >= 1 for x in (self.interval, self.until, self.then))
+        if not ok or self.until < self.interval or self.until % self.interval:
+            raise ValueError(f"snapshots {self.interval!r}:{self.until!r}:{self.then!r}; accepted: {ACCEPTED}")
+
+    def wants(self, seed: int, step: int, curve_point: bool) -> bool:
+        return step % (self.interval if step <= self.until else self.then) == 0
+
+    def check(self, configs) -> None:
+        for c in configs:
+            if self.until > c.max_steps:
+                raise ValueError(f"snapshots {self.value()}: step {self.until} is beyond run {c.name()} "
+                                 f"({c.label()}), which trains at most {c.max_steps} steps; accepted: "
+                                 f"U from N to {c.max_steps}")
+
+    def count(self, config) -> int:
+        return self.until // self.interval + config.max_steps // self.then + 2
+
+    def label(self) -> str:
+        return f"every {self.interval} steps to step {self.until}, then every {self.then}"
+
+    def value(self):
+        return f"{self.interval}:{self.until}:{self.then}"
 
 
 @dataclass(frozen=True)
@@ -113,16 +149,21 @@ class At:
         return {int(k): list(v) for k, v in self.steps.items()}
 
 
-def parse(value) -> Every | Curve | None:
+def parse(value) -> Every | Dense | Curve | None:
     """The plan ``interp sweep --snapshots VALUE`` asks for: an integer (or its text) N ->
-    :class:`Every` (N); ``curve`` -> :class:`Curve`; None -> None (no snapshots). A ValueError
-    naming the value and what is accepted otherwise."""
-    if value is None or isinstance(value, (Every, Curve)):
+    :class:`Every` (N); ``N:U:M`` -> :class:`Dense`; ``curve`` -> :class:`Curve`; None -> None
+    (no snapshots). A ValueError naming the value and what is accepted otherwise."""
+    if value is None or isinstance(value, (Every, Dense, Curve)):
         return value
     if isinstance(value, str):
         text = value.strip().lower()
         if text == CURVE:
             return Curve()
+        if text.count(":") == 2:
+            try:
+                return Dense(*(int(x) for x in text.split(":")))
+            except ValueError:
+                raise ValueError(f"--snapshots {value!r}; accepted: {ACCEPTED}") from None
         try:
             value = int(text)
         except ValueError:

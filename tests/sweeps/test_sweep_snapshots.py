@@ -145,8 +145,29 @@ def test_interp_timeline_reads_a_sweeps_snapshots_without_training(swept, monkey
         assert list(df[df.run == name].step) == [0, *(s for s, _ in row["curve"])], name
 
 
+def test_a_dense_then_sparse_plan_keeps_exactly_its_steps_of_the_dense_sweep(swept, tmp_path):
+    """``--snapshots 2:10:5``: every 2 steps to step 10, then every 5, step 0 and the last step
+    always; each snapshot is the every-step sweep's at that step, and no bit of the sweep changes."""
+    root, sw = swept
+    assert cli.main(["sweep", str(sw.root), "--store", str(tmp_path / "store.sqlite"), "--snapshots", "2:10:5"]) == 0
+    plain = _rows(root / "plain" / "store.sqlite")
+    for name, row in plain.items():
+        assert (tmp_path / "checkpoints" / name / "model.safetensors").read_bytes() == \
+            (_ckpt(root, "plain", name) / "model.safetensors").read_bytes()
+        got = snapshots.load_snapshots(tmp_path / "checkpoints" / name)
+        last = row["steps"]
+        want = sorted({0, last, *range(2, min(10, last) + 1, 2), *range(15, last + 1, 5)})
+        assert sorted(got) == want, name
+        dense = snapshots.load_snapshots(_ckpt(root, "dense", name))
+        for step, tensors in got.items():
+            assert all(torch.equal(tensors[k], dense[step][k]) for k in tensors), (name, step)
+
+
 @pytest.mark.parametrize("value, message", [
-    (0, r"--snapshots 0; accepted: a whole number N >= 1 \(a snapshot every N steps\) or 'curve'"),
+    (0, r"--snapshots 0; accepted: a whole number N >= 1 \(a snapshot every N steps\), N:U:M"),
+    ("2:3:5", r"--snapshots '2:3:5'; accepted: .* U a multiple of N"),
+    ("2:x:5", r"--snapshots '2:x:5'; accepted"),
+    ("2:40:5", r"snapshots 2:40:5: step 40 is beyond run \w+ \(.*\), which trains at most 30 steps"),
     (-2, r"--snapshots -2; accepted"),
     ("every", r"--snapshots 'every'; accepted"),
     (31, r"snapshot interval 31 is beyond run \w+ \(.*\), which trains at most 30 steps; accepted: 1 to 30, or 'curve'"),
