@@ -6,6 +6,7 @@ enters it.
 
     .venv/bin/python experiments/formation/design.py           # the cells, the split, the power
     .venv/bin/python experiments/formation/design.py --check   # fails if DESIGN.md's table differs
+    .venv/bin/python experiments/formation/design.py --write-folders   # discovery/, held-out/ sweep folders
 """
 
 from __future__ import annotations
@@ -93,7 +94,51 @@ def table(cells: dict, sets: dict, n_seeds: int) -> str:
     return "\n".join(lines)
 
 
+def configs(name: str) -> list:
+    """The TrainConfigs of one set (``discovery`` or ``held-out``): its cells, N seeds each from
+    the set's first seed, trained as the atlas's ``attention-only`` grid trains
+    (``experiments/atlas/grid.py``: one layer, f a permutation, the case's PE, init pytorch)."""
+    sys.path.insert(0, str(HERE.parents[0] / "atlas"))
+    import grid
+
+    from interp.training.runs import TrainConfig
+
+    if name not in SEEDS:
+        raise ValueError(f"set {name!r}; accepted: one of {list(SEEDS)}")
+    cells = atlas_cells()
+    sets = split(qualifying(cells))
+    n_seeds, _ = seeds_per_cell(cells, sets)
+    return [TrainConfig(case=case, n=n, d_token=d, n_layers=1, pos_embed=grid.PE[case], function="permutation",
+                        init=grid.INIT, seed=SEEDS[name] + i)
+            for case, n, d in sets[name] for i in range(n_seeds)]
+
+
+CONFIGS_PY = '''"""The formation study's {name} set (DESIGN.md; written by experiments/formation/design.py --write-folders)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import design  # noqa: E402
+from interp.sweeps import TableLayout  # noqa: E402
+
+CONFIGS = design.configs({name!r})
+LAYOUT = TableLayout(rows=("case", "n"), column="d_token", title="Formation study, {name} set: accuracy (%)")
+'''
+
+
+def write_folders() -> None:
+    for name in SEEDS:
+        folder = HERE / name
+        folder.mkdir(exist_ok=True)
+        (folder / "configs.py").write_text(CONFIGS_PY.format(name=name))
+        print(folder.relative_to(HERE.parents[1]), len(configs(name)), "runs")
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--write-folders"]:
+        write_folders()
+        return 0
     cells = atlas_cells()
     sets = split(qualifying(cells))
     n_seeds, power = seeds_per_cell(cells, sets)
