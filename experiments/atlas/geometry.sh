@@ -20,6 +20,10 @@ case "$#:${1:-}" in
     [ -s "$out/atlas.csv" ] || cp $here/core-atlas-2level/atlas.csv "$out/atlas.csv"
     echo "== measure $(stamp)"
     .venv/bin/interp atlas "$store" --out "$out" --das --geometry
+    # atlas.md and its maps would count only these seeds (all successes): not this folder's report
+    rm -f "$out/atlas.md" "$out/atlas-success.png" "$out/atlas-mechanism.png"
+    .venv/bin/python $here/geometry_report.py > /dev/null
+    .venv/bin/python $here/geometry_figure.py
     echo "== done $(stamp)"
     exit 0 ;;
   *) echo "usage: geometry.sh [-w WORKERS] | --finish" >&2; exit 2 ;;

@@ -6,7 +6,9 @@ the paper's construction (issue 51, item 5).
 Per label (in ``figures.FIGURES`` order, then ``unnamed``) found among the testable successful
 lookups of ``core-atlas-geometry/atlas.csv``: its commonest (n, d_token) cell, and there the seed
 whose participation ratio ``value_fig_pr`` is the cell's median (the lower one of two). The last
-column is the paper's case-3 construction at n = 10, built here. Top row: the value code in the
+columns are two references, not trained seeds: the paper's case-3 construction at n = 10 (built
+here) and a hand-built simplex ETF of 20 points (``figure_controls.simplex``, seed 0), the
+figure neural collapse predicts, which no trained lookup drew. Top row: the value code in the
 residual stream (:func:`figures.stream_code`, centred means) on its top two principal axes, each
 point numbered by its symbol. Bottom row: the cosines between the symbols' vectors.
 """
@@ -72,6 +74,7 @@ def main() -> int:
     import matplotlib.pyplot as plt
 
     from interp.core import constructions
+    from interp.inspect.mechanism import figure_controls
     from interp.sweeps import store
     from interp.sweeps.store import checked_model
 
@@ -82,15 +85,17 @@ def main() -> int:
     for r in rows:
         model = checked_model(STORE, stored[r["name"]])
         tables.append((code_table(model, str(r["at"])),
-                       f"{r['geometry']}: case {r['case']}, n {r['n']}, d_token {r['d_token']},\n"
-                       f"{r['architecture']}, seed {r['seed']} (pr {r['value_fig_pr']:.1f}, "
-                       f"simplex_dev {r['value_fig_simplex_dev']:.2f})"))
-    tables.append((code_table(constructions.build(3, 10), "value"), "the paper's construction (circle):\ncase 3, n 10"))
-    fig, axes = plt.subplots(2, len(tables), figsize=(2.6 * len(tables), 5.4), squeeze=False)
+                       f"{r['geometry']} (trained, {r['architecture']})\ncase {r['case']}, n {r['n']}, "
+                       f"d_token {r['d_token']}, seed {r['seed']}\npr {r['value_fig_pr']:.1f}, "
+                       f"simplex_dev {r['value_fig_simplex_dev']:.2f}"))
+    tables.append((code_table(constructions.build(3, 10), "value"), "reference: the paper's\nconstruction (circle)\ncase 3, n 10"))
+    tables.append((figure_controls.simplex(20, torch.Generator().manual_seed(0)).double(),
+                   "reference: a hand-built\nsimplex ETF, n 20 (no\ntrained lookup draws one)"))
+    fig, axes = plt.subplots(2, len(tables), figsize=(3.0 * len(tables), 6.0), squeeze=False)
     for j, (means, title) in enumerate(tables):
         im = panel(axes[0, j], axes[1, j], means, title)
     fig.colorbar(im, ax=axes[1, :].tolist(), shrink=0.8, label="cosine")
-    fig.suptitle("Value codes in the residual stream: top two principal axes (top), cosines (bottom)", fontsize=9)
+    fig.suptitle("Value codes in the residual stream: top two principal axes (top), cosines (bottom)", fontsize=9, y=1.03)
     fig.savefig(OUT, dpi=110, bbox_inches="tight")
     print(f"wrote {OUT.relative_to(HERE.parents[1])}: " + "; ".join(t.split(':')[0] for _, t in tables))
     return 0

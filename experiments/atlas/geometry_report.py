@@ -124,7 +124,7 @@ def g2(df) -> tuple[str, str]:
         parts.append(verdict_below(k, len(t), 0.1))
         if len(t):
             parts.append("refuted" if mode.index[0] == "circle" else "confirmed")
-        words.append(f"{r}: simplex {share(k, len(t))}, commonest {mode.index[0] if len(t) else '-'}")
+        words.append(f"{r}: simplex {share(k, len(t))}, commonest {mode.index[0] if len(t) else '-'} ({combine(parts[-2:])})")
     return combine(parts), "; ".join(words)
 
 
@@ -134,11 +134,11 @@ def g3(df) -> tuple[str, str]:
         t = df[(df.regime == r) & (df.d_token >= 4) & (df.geometry != "untestable")]
         k = int((t.geometry == "circle").sum())
         parts.append(verdict_below(k, len(t), 0.05))
-        words.append(f"{r}, d_token >= 4: circle {share(k, len(t))}")
+        words.append(f"{r}, d_token >= 4: circle {share(k, len(t))} ({parts[-1]})")
     two = df[(df.d_token == 2) & df.n.isin([10, 20])]
     k = int(two["code"].isin(["circle", "uneven-circle"]).sum())
     parts.append(verdict_above(k, len(two), 0.5))
-    words.append(f"d_token 2 at n 10, 20: circle or uneven-circle (code level) {share(k, len(two))}")
+    words.append(f"d_token 2 at n 10, 20: circle or uneven-circle (code level) {share(k, len(two))} ({parts[-1]})")
     return combine(parts), "; ".join(words)
 
 
@@ -166,7 +166,7 @@ def g4(df) -> tuple[str, str]:
             continue
         rho, lo, hi = spearman_ci(g[across], g.value_das_dim)
         parts.append("confirmed" if lo > 0 else "refuted" if hi < 0 else "undecided")
-        words.append(f"{fixed} {value}, across {across}: rho {rho:.2f} ({lo:.2f} to {hi:.2f}), {len(g)} seeds")
+        words.append(f"{fixed} {value}, across {across}: rho {rho:.2f} ({lo:.2f} to {hi:.2f}), {len(g)} seeds ({parts[-1]})")
     return combine(parts), "; ".join(words)
 
 
@@ -205,6 +205,34 @@ def dims_table(df) -> list[str]:
     return out
 
 
+EXPLORED = ("norm_cv", "cos_sd", "simplex_dev", "cos_max", "pr", "collapse", "dual", "margin")
+
+
+def exploratory(df: pd.DataFrame) -> list[str]:
+    """Not pre-registered: each figure's detector where it is testable, and the measures' medians."""
+    from interp.inspect.mechanism import figures
+    from interp.inspect.mechanism.calibration import THRESHOLDS
+
+    out = ["| figure | testable at n | seeds there | its test passes |", "|---|---|--:|---|"]
+    for f in figures.FIGURES:
+        ns = sorted(THRESHOLDS["geometry_testable"][f])
+        g = df[[figures.calibrated_size(int(n)) in ns for n in df.n]]
+        if f == "orthoplex":
+            g = g[g.n % 2 == 0]
+        fired = sum(figures.detects({**{m: r[f"value_fig_{m}"] for m in MEASURES_ALL}, "n": int(r["n"])})[f]
+                    for _, r in g.iterrows())
+        out.append(f"| {f} | {', '.join(map(str, ns))} | {len(g)} | {share(int(fired), len(g))} |")
+    out += ["", "| regime | n | seeds | " + " | ".join(EXPLORED) + " | pr / (n - 1) |",
+            "|---|--:|--:|" + "--:|" * (len(EXPLORED) + 1)]
+    for (r, n), g in df.groupby(["regime", "n"]):
+        med = [f"{g[f'value_fig_{m}'].median():.2f}" for m in EXPLORED]
+        out.append(f"| {r} | {n} | {len(g)} | " + " | ".join(med) + f" | {(g.value_fig_pr / (n - 1)).median():.2f} |")
+    return out
+
+
+MEASURES_ALL = ("norm_cv", "cos_sd", "simplex_dev", "orthoplex_dev", "cos_max", "pr", "top2", "rcv", "gap")
+
+
 def markdown(df: pd.DataFrame) -> str:
     same, differ = retrain_check(df)
     preds = {"atlas G1": g1(df), "atlas G2": g2(df), "atlas G3": g3(df), "atlas G4": g4(df), "atlas G5": g5(df)}
@@ -237,6 +265,14 @@ def markdown(df: pd.DataFrame) -> str:
         "per (n, d_token).", "", *dims_table(df), "",
         "## Target key", "", "| key_geometry | seeds |", "|---|--:|",
         *[f"| {k} | {v} |" for k, v in df.key_geometry.value_counts().items()], "",
+        "## Exploratory: how far from each figure (not pre-registered)", "",
+        "Each figure's own test (`figures.detects`), counted only at the n where the calibration "
+        "certifies it, whatever the first-passing label is; then the value code's measures, median "
+        "over the seeds of each regime and n (`figures.table_measures`; `dual` self-duality with "
+        "W_U, `margin` the read-out's lead in logit standard deviations). A simplex has norm_cv 0, "
+        "simplex_dev 0, cos_max 1/(n - 1) and pr / (n - 1) = 1. These were read after the verdicts "
+        "above and decide nothing.", "",
+        *exploratory(df), "",
     ]
     return "\n".join(lines)
 
