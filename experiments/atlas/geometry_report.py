@@ -112,7 +112,7 @@ def g1(df) -> tuple[str, str]:
     t = df[(df.regime == "fits") & (df.geometry != "untestable")]
     k = int((t.geometry == "simplex").sum())
     mode = t.geometry.mode().tolist()
-    return verdict_above(k, len(t), 0.5), f"simplex {share(k, len(t))}; commonest {mode}"
+    return verdict_above(k, len(t), 0.5), f"simplex {share(k, len(t))}; commonest {', '.join(mode)}"
 
 
 def g2(df) -> tuple[str, str]:
@@ -134,11 +134,13 @@ def g3(df) -> tuple[str, str]:
         t = df[(df.regime == r) & (df.d_token >= 4) & (df.geometry != "untestable")]
         k = int((t.geometry == "circle").sum())
         parts.append(verdict_below(k, len(t), 0.05))
-        words.append(f"{r}, d_token >= 4: circle {share(k, len(t))} ({parts[-1]})")
+        lo, hi = wilson(k, len(t))
+        words.append(f"{r} {k}/{len(t)} ({lo:.2f}-{hi:.2f}, {parts[-1]})")
     two = df[(df.d_token == 2) & df.n.isin([10, 20])]
     k = int(two["code"].isin(["circle", "uneven-circle"]).sum())
     parts.append(verdict_above(k, len(two), 0.5))
-    words.append(f"d_token 2 at n 10, 20: circle or uneven-circle (code level) {share(k, len(two))} ({parts[-1]})")
+    words = ["circle at d_token >= 4: " + "; ".join(words),
+             f"circle or uneven-circle (code level) at d_token 2, n 10-20: {k}/{len(two)} ({parts[-1]})"]
     return combine(parts), "; ".join(words)
 
 
@@ -158,6 +160,7 @@ def spearman_ci(x, y, seed: int = BOOT_SEED) -> tuple[float, float, float]:
 def g4(df) -> tuple[str, str]:
     parts, words = [], []
     slices = [("n", 10, "d_token"), ("n", 20, "d_token"), ("d_token", 8, "n"), ("d_token", 16, "n")]
+    words.append("Spearman of the learned dimension with the other width, at fixed")
     for fixed, value, across in slices:
         g = df[(df[fixed] == value) & df.value_das_dim.notna()]
         if len(g) < MIN_SEEDS or g[across].nunique() < 2:
@@ -166,8 +169,8 @@ def g4(df) -> tuple[str, str]:
             continue
         rho, lo, hi = spearman_ci(g[across], g.value_das_dim)
         parts.append("confirmed" if lo > 0 else "refuted" if hi < 0 else "undecided")
-        words.append(f"{fixed} {value}, across {across}: rho {rho:.2f} ({lo:.2f} to {hi:.2f}), {len(g)} seeds ({parts[-1]})")
-    return combine(parts), "; ".join(words)
+        words.append(f"{fixed} {value}: rho {rho:.2f} ({lo:.2f}-{hi:.2f}, {len(g)} seeds, {parts[-1]})")
+    return combine(parts), words[0] + " " + "; ".join(words[1:])
 
 
 def median_ci(x, seed: int = BOOT_SEED) -> tuple[float, float, float]:
@@ -233,6 +236,14 @@ def exploratory(df: pd.DataFrame) -> list[str]:
 MEASURES_ALL = ("norm_cv", "cos_sd", "simplex_dev", "orthoplex_dev", "cos_max", "pr", "top2", "rcv", "gap")
 
 
+def lower_line(df: pd.DataFrame) -> str:
+    g = df[df.value_das_dim.notna() & df.value_dim.notna()]
+    lower = g[g.value_das_dim < g.value_dim]
+    by_n = ", ".join(f"n {n}: {int((lower.n == n).sum())} of {int((g.n == n).sum())}" for n in sorted(g.n.unique()))
+    return (f"A learned rotation finds the value in fewer dimensions than the principal axes in "
+            f"{len(lower)} of {len(g)} seeds with both ({by_n}); the search tries k <= 3 below the bound.")
+
+
 def markdown(df: pd.DataFrame) -> str:
     same, differ = retrain_check(df)
     preds = {"atlas G1": g1(df), "atlas G2": g2(df), "atlas G3": g3(df), "atlas G4": g4(df), "atlas G5": g5(df)}
@@ -262,7 +273,7 @@ def markdown(df: pd.DataFrame) -> str:
         *crosstab(df, "d_model"), "",
         "## Learned dimension", "",
         "Median learned (DAS) dimension / median principal-axes bound of the value code (seeds), "
-        "per (n, d_token).", "", *dims_table(df), "",
+        "per (n, d_token).", "", *dims_table(df), "", lower_line(df), "",
         "## Target key", "", "| key_geometry | seeds |", "|---|--:|",
         *[f"| {k} | {v} |" for k, v in df.key_geometry.value_counts().items()], "",
         "## Exploratory: how far from each figure (not pre-registered)", "",

@@ -551,9 +551,24 @@ def circle_init_claims() -> list[Claim]:
             for r in rows]
 
 
+def geometry_claims() -> list[Claim]:
+    """Issue 51 item 3: the atlas geometry predictions' rows and each figure's certified rate
+    (``experiments/atlas/core-atlas-geometry/geometry.md``, written by ``geometry_report.py``)."""
+    report = EXP / "atlas" / "core-atlas-geometry" / "geometry.md"
+    if not report.is_file():
+        return []
+    tables = md_tables(report)
+    preds = next(t for t in tables if t and "prediction" in t[0])
+    figs = next(t for t in tables if t and "figure" in t[0] and "its test passes" in t[0])
+    row = lambda r: "| " + " | ".join(r.values()) + " |"
+    return ([Claim(f"geometry-{r['prediction'].split()[-1]}", row(r), (ATLAS_README, BEYOND)) for r in preds]
+            + [Claim(f"geometry-{r['figure']}", row(r), (ATLAS_README,)) for r in figs])
+
+
 def claims() -> list[Claim]:
     return (table_claims() + check_claims() + screen_claims() + cpu_claims() + mlp_claims() + budget_claims() + analysis_claims() + [scores_claim()]
-            + bench_claims() + atlas_claims() + level_claims() + timeline_claims() + circle_init_claims())
+            + bench_claims() + atlas_claims() + level_claims() + timeline_claims() + circle_init_claims()
+            + geometry_claims())
 
 
 def flat(text: str) -> str:

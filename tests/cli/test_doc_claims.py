@@ -167,3 +167,27 @@ def test_check_headlines_recounted_from_paper_csv_and_check_md(texts):
             assert texts[f"check-{key}-{table[-1]}"].startswith(want)
             assert texts[f"check-{key}-{table[-1]}"].endswith(f"seeds per cell {seeds[0]}-{seeds[-1]}")
             assert quoted(texts[f"check-{key}-{table[-1]}"])
+
+
+def test_geometry_g1_g2_recounted_from_atlas_csv(texts):
+    """atlas G1 and G2's counts (geometry_report.py) recounted from the committed geometry atlas
+    with this file's own code: regimes by n and d_token, testable = label not untestable."""
+    rows = list(csv.DictReader((EXP / "atlas" / "core-atlas-geometry" / "atlas.csv").read_text().splitlines()))
+    rows = [r for r in rows if r["geometry"]]
+    assert len(rows) == 567 and all(r["outcome"] == "success" for r in rows)
+
+    def regime(r):
+        n, d = int(r["n"]), int(r["d_token"])
+        return "fits" if n - 1 <= d else "band" if d + 2 <= n <= 2 * d else "narrow"
+
+    for name, key in (("fits", "atlas G1"), ("band", "atlas G2"), ("narrow", "atlas G2")):
+        t = [r for r in rows if regime(r) == name and r["geometry"] != "untestable"]
+        k = sum(r["geometry"] == "simplex" for r in t)
+        assert f"simplex {k}/{len(t)} = " in texts[f"geometry-{key[-2:]}"], (name, k, len(t))
+
+
+def test_the_geometry_report_is_current():
+    spec = importlib.util.spec_from_file_location("geometry_report", EXP / "atlas" / "geometry_report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.markdown(module.load()) == module.OUT.read_text(), "run experiments/atlas/geometry_report.py"
