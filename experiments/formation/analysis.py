@@ -59,7 +59,7 @@ def load(name: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     if bad:
         raise ValueError(f"{tl_path}: measures_version {bad}; accepted: {VERSION} (DESIGN.md section 6)")
     with sqlite3.connect(rows_path) as con:
-        runs = pd.read_sql("select name, config, accuracy, steps, curve from runs where status = 'ok'", con)
+        runs = pd.read_sql("select name, config, accuracy, steps, curve, cpu_seconds from runs where status = 'ok'", con)
     return tl, runs
 
 
@@ -92,7 +92,7 @@ def per_run(tl: pd.DataFrame, runs: pd.DataFrame, name: str) -> pd.DataFrame:
         loss_early = min(curve, key=lambda p: (abs(p[0] - EARLY), p[0]))[1]
         at_exit = rows[rows.step <= t_exit].iloc[-1] if t_exit is not None else None
         d = dict(set=name, run=r.name, cell=(c["case"], n, c["d_token"]), seed=c["seed"],
-                 success=r.accuracy >= SUCCESS, accuracy=r.accuracy, steps=r.steps, t_exit=t_exit,
+                 success=r.accuracy >= SUCCESS, accuracy=r.accuracy, steps=r.steps, cpu=r.cpu_seconds, t_exit=t_exit,
                  t_drop=first_below(curve, 0.5 * math.log(n)), early_loss=loss_early,
                  early_step=int(early.step))
         for short, col in MEASURES.items():
@@ -208,7 +208,9 @@ def markdown(sets: dict) -> str:
         rows = [("(a)", *hyp_a(df)), ("(b)", *hyp_b(df)), ("(c)", *hyp_c(df))]
         if name == "held-out" and chosen is not None:
             rows.append(("(d)", *hyp_d(df, chosen, signs)))
-        lines += [f"## {name} set: {len(df)} runs", "", *set_table(df), "",
+        lines += [f"## {name} set: {len(df)} runs", "",
+                  f"Training with snapshots: {df.cpu.sum() / 60:.1f} CPU-minutes as the store records them "
+                  "(`log.txt` has the wall time and the load).", "", *set_table(df), "",
                   "| hypothesis | verdict | numbers |", "|---|---|---|",
                   *[f"| {h} | {v} | {w} |" for h, v, w in rows],
                   f"| (b), mass (sensitivity, A1) | {hyp_b(df, 'mass')[0]} | {hyp_b(df, 'mass')[1]} |",
