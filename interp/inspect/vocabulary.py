@@ -36,8 +36,9 @@ CODES = {
     "uneven-circle": "a 2-dimensional code on a circle (ellipse), its points not evenly spaced.",
     "low-dim": "a code of dimension <= 3 that does not pass the circle test (another "
                "low-dimensional figure, or a circle too uneven in radius to tell).",
-    "codebook": "a distributed code of dimension >= 4 (or n - 1): near-orthogonal directions, "
-                "one-hot-like, not the paper's circle.",
+    "codebook": "a code of dimension >= 4 (or n - 1) by its principal axes, not the paper's "
+                "circle; the dimension only, no figure (the geometry label reads the figure: on "
+                "the core atlas no such code is a simplex or a circle).",
     "unread": "interchanging the whole vector at the site does not carry the variable: it is not "
               "read there.",
     "untestable": "n below the code test's power: three points always lie on a circle and a "
@@ -52,8 +53,8 @@ MECHANISMS = {
     "construction": "the paper's construction at both levels: the construction's routing "
                     f"(lookup: {ROUTINGS['lookup']}) with the values and the target key written on "
                     "evenly spaced circles, as cs(k).",
-    "lookup-codebook": "the construction's routing with a distributed (one-hot-like) code of the "
-                       "values: a lookup, not the paper's circle.",
+    "lookup-codebook": "the construction's routing with a value code of dimension >= 4: a "
+                       "lookup, not the paper's circle (its figure: the geometry label).",
     "lookup-low-dim": "the construction's routing with a low-dimensional value code that is not a "
                       "circle.",
     "lookup-uneven-circle": "the construction's routing with the values on a circle (ellipse) "
