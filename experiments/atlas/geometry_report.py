@@ -10,13 +10,15 @@ atlas (the retrained accuracies checked against it). No model is loaded.
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from interp.sweeps.paper_check import wilson
+from interp.training.files import write_or_check
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "core-atlas-geometry" / "atlas.csv"
@@ -33,13 +35,6 @@ def regime(n: int, d_token: int) -> str:
     if n - 1 <= d_token:
         return "fits"
     return "orthoplex band" if d_token + 2 <= n <= 2 * d_token else "narrow"
-
-
-def wilson(k: int, n: int) -> tuple[float, float]:
-    if n == 0:
-        return math.nan, math.nan
-    ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-    return float(ci.low), float(ci.high)
 
 
 def share(k: int, n: int) -> str:
@@ -289,14 +284,9 @@ def markdown(df: pd.DataFrame) -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = markdown(load())
-    if argv == ["--check"]:
-        same = OUT.exists() and OUT.read_text() == text
-        print("geometry.md is current" if same else "geometry.md is stale: run geometry_report.py")
-        return 0 if same else 1
-    OUT.write_text(text)
-    print(text)
-    return 0
+    code, message = write_or_check(OUT, markdown(load()), argv, "experiments/atlas/geometry_report.py")
+    print(message)
+    return code
 
 
 if __name__ == "__main__":

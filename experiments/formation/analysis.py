@@ -18,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from interp.sweeps.paper_check import wilson  # noqa: F401 - causal.py uses it from here
+from interp.training.files import write_or_check
 
 HERE = Path(__file__).resolve().parent
 SETS = ("discovery", "held-out")
@@ -28,13 +30,6 @@ SUCCESS, COMPLETE, NO_ROUTING, EARLY = 0.99, 0.9, 0.5, 200
 MEASURES = {"mass": "match_mass", "margin": "match_pos", "readout": "readout_acc",
             "value_iia": "value_iia_code", "key_iia": "query_iia_code", "qk_diag": "qk_diag"}
 MIN_SEEDS, BOOT = 10, 2000
-
-
-def wilson(k: int, n: int) -> tuple[float, float]:
-    if n == 0:
-        return math.nan, math.nan
-    ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-    return float(ci.low), float(ci.high)
 
 
 def share(k: int, n: int) -> str:
@@ -191,7 +186,7 @@ def set_table(df) -> list[str]:
 def markdown(sets: dict) -> str:
     lines = ["# The formation study: results (issue 52, item 4)", "",
              "Written by `.venv/bin/python experiments/formation/analysis.py` from each set's "
-             "`timeline.csv` and `store-rows.sqlite` (`bash experiments/formation/run.sh SET`). Design, "
+             "`timeline.csv` and `store-rows.sqlite` (`bash experiments/formation/run.sh SET`) and `causal.csv`. Design, "
              "rules, pins and amendment A1: `DESIGN.md` (committed before the first run). Shares: Wilson "
              "95% intervals; a hypothesis with fewer than 10 seeds in its population is untested.", ""]
     missing = [s for s in SETS if s not in sets]
@@ -215,6 +210,9 @@ def markdown(sets: dict) -> str:
                   *[f"| {h} | {v} | {w} |" for h, v, w in rows],
                   f"| (b), mass (sensitivity, A1) | {hyp_b(df, 'mass')[0]} | {hyp_b(df, 'mass')[1]} |",
                   f"| (c), mass (sensitivity, A1) | {hyp_c(df, 'mass')[0]} | {hyp_c(df, 'mass')[1]} |", ""]
+    import causal  # here: causal imports this module
+
+    lines += ["## The causal test (DESIGN.md section 5, on the discovery cells)", "", causal.report(), ""]
     return "\n".join(lines)
 
 
@@ -224,15 +222,9 @@ def main(argv: list[str]) -> int:
         got = load(name)
         if got is not None:
             sets[name] = per_run(*got, name)
-    text = markdown(sets)
-    out = HERE / "report.md"
-    if argv == ["--check"]:
-        same = out.exists() and out.read_text() == text
-        print("report.md is current" if same else "report.md is stale: run analysis.py")
-        return 0 if same else 1
-    out.write_text(text)
-    print(text)
-    return 0
+    code, message = write_or_check(HERE / "report.md", markdown(sets), argv, "experiments/formation/analysis.py")
+    print(message)
+    return code
 
 
 if __name__ == "__main__":

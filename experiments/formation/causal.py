@@ -128,9 +128,12 @@ def report() -> str:
     lo, hi = newcombe(k1, n1, k2, n2)
     d = k1 / n1 - k2 / n2
     v = "follows" if d >= 0.3 and p < 0.05 else "does not follow" if hi < 0.3 else "undecided"
-    return (f"Parameters {df.params.iloc[0]}; transplant {analysis.share(k1, n1)}, sham {analysis.share(k2, n2)}; "
-            f"difference {d:+.2f} (Newcombe 95% {lo:+.2f} to {hi:+.2f}), Fisher one-sided p = {p:.2g}: "
-            f"the outcome **{v}** the predictor (rule: DESIGN.md section 5).")
+    cells = df.cell.nunique()
+    return ("| test | verdict | numbers |\n|---|---|---|\n"
+            f"| causal: {PARAMS[df.params.iloc[0]][0][2:]}{PARAMS[df.params.iloc[0]][1][2:]} weights at initialisation | "
+            f"the outcome {v} the predictor | transplant {analysis.share(k1, n1)}, sham {analysis.share(k2, n2)}; "
+            f"difference {d:+.2f} (Newcombe 95% {lo:+.2f} to {hi:+.2f}); Fisher one-sided p = {p:.2g}; "
+            f"{cells} cells |")
 
 
 if __name__ == "__main__":

@@ -55,8 +55,17 @@ class Claim(NamedTuple):
 
 def md_tables(path: Path) -> list[list[dict]]:
     """Every pipe table of a Markdown file, as rows keyed by its header."""
+    return md_tables_of(path.read_text())
+
+
+def md_tables_text(text: str) -> list[dict]:
+    """Every row of every pipe table of a piece of Markdown, keyed by its table's header."""
+    return [row for table in md_tables_of(text) for row in table]
+
+
+def md_tables_of(text: str) -> list[list[dict]]:
     tables, header, rows = [], None, []
-    for line in path.read_text().splitlines() + [""]:
+    for line in text.splitlines() + [""]:
         if line.startswith("|"):
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if header is None:
@@ -565,10 +574,38 @@ def geometry_claims() -> list[Claim]:
             + [Claim(f"geometry-{r['figure']}", row(r), (ATLAS_README,)) for r in figs])
 
 
+def reread_claims() -> list[Claim]:
+    """Issue 52 item 5: what the first timeline study's T1-T4 measured (``findings/reread.md``,
+    written by ``reread.py``), quoted by the timelines README."""
+    report = EXP / "timelines" / "findings" / "reread.md"
+    if not report.is_file():
+        return []
+    rows = next(t for t in md_tables(report) if t and "what T1-T4 measured" in t[0])
+    return [Claim(f"reread-{i}", "| " + " | ".join(r.values()) + " |", ("experiments/timelines/README.md",))
+            for i, r in enumerate(rows, 1)]
+
+
+def formation_claims() -> list[Claim]:
+    """Issue 52 item 4: the formation study's held-out rows (a)-(d) and its causal test
+    (``experiments/formation/report.md``, written by ``analysis.py``)."""
+    report = EXP / "formation" / "report.md"
+    if not report.is_file():
+        return []
+    text = report.read_text()
+    held = text.split("## held-out set")[1].split("\n## ")[0]
+    rows = [r for r in md_tables_text(held) if r.get("hypothesis", "").startswith("(")]
+    where = ("experiments/timelines/README.md", BEYOND)
+    out = [Claim(f"formation-{r['hypothesis'][1]}", "| " + " | ".join(r.values()) + " |", where)
+           for r in rows if "sensitivity" not in r["hypothesis"]]
+    tail = text.split("## The causal test")[1]
+    causal = [r for r in md_tables_text(tail) if r.get("test", "").startswith("causal")]
+    return out + [Claim("formation-causal", "| " + " | ".join(r.values()) + " |", where) for r in causal]
+
+
 def claims() -> list[Claim]:
     return (table_claims() + check_claims() + screen_claims() + cpu_claims() + mlp_claims() + budget_claims() + analysis_claims() + [scores_claim()]
             + bench_claims() + atlas_claims() + level_claims() + timeline_claims() + circle_init_claims()
-            + geometry_claims())
+            + geometry_claims() + formation_claims() + reread_claims())
 
 
 def flat(text: str) -> str:

@@ -79,14 +79,12 @@ def markdown(tl: pd.DataFrame, runs: pd.DataFrame) -> str:
 
 
 def main(argv: list[str]) -> int:
+    from interp.training.files import write_or_check
+
     text = markdown(pd.read_csv(FINDINGS / "timeline.csv"), pd.read_csv(FINDINGS / "runs.csv"))
-    if argv == ["--check"]:
-        same = OUT.exists() and OUT.read_text() == text
-        print("reread.md is current" if same else "reread.md is stale: run reread.py")
-        return 0 if same else 1
-    OUT.write_text(text)
-    print(text)
-    return 0
+    code, message = write_or_check(OUT, text, argv, "experiments/timelines/reread.py")
+    print(message)
+    return code
 
 
 if __name__ == "__main__":

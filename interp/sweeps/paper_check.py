@@ -72,6 +72,17 @@ def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]
     return lo, hi
 
 
+def wilson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """The Wilson score two-sided ``level`` interval for a rate seen k times in n (scipy's);
+    (nan, nan) for n = 0, where no rate was seen."""
+    from scipy.stats import binomtest
+
+    if n == 0:
+        return float("nan"), float("nan")
+    ci = binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
 def paper_successes(paper_max: float, paper_avg: float, seeds: int = 5) -> tuple[int, int]:
     """The range (inclusive) of the paper's seeds at >= :data:`SUCCESS` that its max and mean allow.
     None when the max is below it. Else at least one, and more than ``seeds * avg - seeds *

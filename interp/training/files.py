@@ -272,3 +272,15 @@ def replace_folder(tmp: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, target)
+
+
+def write_or_check(path, text: str, argv: list[str], command: str) -> tuple[int, str]:
+    """A report script's ending, as ``(exit code, what to print)``: with ``argv == ["--check"]``,
+    0 if ``path`` holds ``text`` and 1 (saying to run ``command``) if not, writing nothing;
+    otherwise ``path`` is written and the text is what to print."""
+    path = Path(path)
+    if argv == ["--check"]:
+        same = path.exists() and path.read_text() == text
+        return (0, f"{path.name} is current") if same else (1, f"{path.name} is stale: run {command}")
+    write_file(path, text)
+    return 0, text

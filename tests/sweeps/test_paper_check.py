@@ -165,3 +165,15 @@ def test_non_informative_cells_stay_out_of_the_family():
     b = pc.check_cell([1.0, 1.1, 0.9], 99.0, 99.0, chance=1.0)
     got = pc.corrected([a, None, b])
     assert got[0].p_holm is None and got[1] is None and got[2].p_holm == pytest.approx(b.predictive.p)
+
+
+def test_wilson_matches_the_closed_form_and_says_nothing_at_n_0():
+    """Wilson's score interval, computed here from its closed form (Wilson 1927), and nan at n = 0."""
+    import math
+
+    for k, n in ((0, 10), (3, 10), (10, 10), (56, 70)):
+        p, z = k / n, 1.959963984540054
+        centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+        want = ((centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n))
+        assert pc.wilson(k, n) == pytest.approx(want, abs=1e-9)
+    assert all(math.isnan(x) for x in pc.wilson(0, 0))

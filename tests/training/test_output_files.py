@@ -231,3 +231,14 @@ def test_save_figure_renders_before_it_writes(tmp_path):
     path = save_figure(fig, tmp_path / "f.png", dpi=50)
     assert path.read_bytes().startswith(PNG)
     assert save_figure(fig, tmp_path / "f.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_write_or_check_writes_or_only_compares(tmp_path):
+    from interp.training.files import write_or_check
+
+    out = tmp_path / "report.md"
+    assert write_or_check(out, "a\n", ["--check"], "make it") == (1, "report.md is stale: run make it")
+    assert not out.exists()
+    assert write_or_check(out, "a\n", [], "make it") == (0, "a\n") and out.read_text() == "a\n"
+    assert write_or_check(out, "a\n", ["--check"], "make it") == (0, "report.md is current")
+    assert write_or_check(out, "b\n", ["--check"], "make it")[0] == 1 and out.read_text() == "a\n"
