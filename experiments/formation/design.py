@@ -30,6 +30,9 @@ MIN_EACH = 2  # at least this many successes and non-successes among the atlas's
 SEEDS = {"discovery": 1000, "held-out": 2000}  # first seed of each set; disjoint from 0-19
 TARGET_PER_CLASS = 40  # expected seeds of each class per set at the pooled rate
 FLOOR_PER_CLASS = 25  # ... and at the rate's worse 95% bound
+#: the atlas's protocol (experiments/atlas/grid.py's PE and INIT; a test holds them equal)
+PE = {1: "learned", 3: "none", 4: "learned"}
+INIT = "pytorch"
 
 
 def atlas_cells() -> dict[tuple, list[float]]:
@@ -98,9 +101,6 @@ def configs(name: str) -> list:
     """The TrainConfigs of one set (``discovery`` or ``held-out``): its cells, N seeds each from
     the set's first seed, trained as the atlas's ``attention-only`` grid trains
     (``experiments/atlas/grid.py``: one layer, f a permutation, the case's PE, init pytorch)."""
-    sys.path.insert(0, str(HERE.parents[0] / "atlas"))
-    import grid
-
     from interp.training.runs import TrainConfig
 
     if name not in SEEDS:
@@ -108,8 +108,8 @@ def configs(name: str) -> list:
     cells = atlas_cells()
     sets = split(qualifying(cells))
     n_seeds, _ = seeds_per_cell(cells, sets)
-    return [TrainConfig(case=case, n=n, d_token=d, n_layers=1, pos_embed=grid.PE[case], function="permutation",
-                        init=grid.INIT, seed=SEEDS[name] + i)
+    return [TrainConfig(case=case, n=n, d_token=d, n_layers=1, pos_embed=PE[case], function="permutation",
+                        init=INIT, seed=SEEDS[name] + i)
             for case, n, d in sets[name] for i in range(n_seeds)]
 
 

@@ -80,3 +80,18 @@ def test_the_transplant_takes_exactly_the_named_parameters_from_the_donor():
         want = donor if key.split(".")[-1] in causal.PARAMS["qk"] and key.startswith("blocks.0.attn.") else own
         assert torch.equal(value, want[key]), key
     assert not torch.equal(own["blocks.0.attn.W_Q"], donor["blocks.0.attn.W_Q"])  # the test can fail
+
+
+def test_the_study_trains_as_the_atlas_grid_does():
+    """design.py's protocol constants are the atlas grid's (no script imports another folder)."""
+    import design
+
+    atlas = HERE.parent / "atlas"
+    sys.path.insert(0, str(atlas))
+    try:
+        import grid
+    finally:
+        sys.path.remove(str(atlas))
+    assert design.INIT == grid.INIT and all(design.PE[c] == grid.PE[c] for c in design.CASES)
+    names = {c.replace(seed=0).name() for c in design.configs("discovery") + design.configs("held-out")}
+    assert names <= {c.name() for c in grid.configs("core", "attention-only")}
