@@ -171,9 +171,9 @@ def write_folders() -> list[Path]:
     return out
 
 
-#: a study that retrains atlas runs on purpose, after the atlas (issue 46's timelines study
-#: trains seeds 0-4 of its cells again): not an earlier publication of their outcomes
-LATER = HERE.parent / "timelines"
+#: studies after the atlas (issue 46's timelines study trains seeds 0-4 of its cells again;
+#: issue 52's formation study trains new seeds of its cells): not earlier publications
+LATER = (HERE.parent / "timelines", HERE.parent / "formation")
 
 
 def known_runs() -> dict[tuple, dict]:
@@ -187,7 +187,7 @@ def known_runs() -> dict[tuple, dict]:
     core = {c.name(): c for a in ARCHS for c in configs("core", a)}
     out: dict[tuple, dict] = {}
     for i, path in enumerate(sorted(HERE.parent.rglob("configs.py"))):
-        if HERE in path.parents or LATER in path.parents:  # the atlas's own, and studies after it
+        if HERE in path.parents or any(p in path.parents for p in LATER):  # the atlas's own, and studies after it
             continue
         spec = importlib.util.spec_from_file_location(f"_known_{i}", path)
         module = importlib.util.module_from_spec(spec)

@@ -20,21 +20,32 @@ its own data order). ``causal.csv`` gains a cell's rows once both arms have trai
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 import sys
 from pathlib import Path
 
 import pandas as pd
-from scipy import stats
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import analysis  # noqa: E402
 
-OUT = HERE / "causal.csv"
+
+def _analysis():
+    """analysis.py beside this file, under a name of its own (``design``, ``analysis`` and
+    ``causal`` are common script names: a bare import could find another folder's)."""
+    import importlib.util
+
+    if "formation_analysis" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("formation_analysis", HERE / "analysis.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["formation_analysis"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["formation_analysis"]
+
+
+analysis = _analysis()
+OUT = analysis.CAUSAL
 QK = ("mass", "margin", "qk_diag", "key_iia")
-PARAMS = {"qk": ("W_Q", "W_K", "b_Q", "b_K"), "ov": ("W_V", "W_O", "b_V", "b_O")}
+PARAMS = analysis.CAUSAL_PARAMS
 FIELDS = ("cell", "seed", "arm", "donor", "params", "accuracy", "steps", "success")
 
 
@@ -110,34 +121,8 @@ def train() -> int:
     return 0
 
 
-def newcombe(k1: int, n1: int, k2: int, n2: int) -> tuple[float, float]:
-    """Newcombe's hybrid score interval for p1 - p2 (Wilson bounds of each)."""
-    p1, p2 = k1 / n1, k2 / n2
-    (l1, u1), (l2, u2) = analysis.wilson(k1, n1), analysis.wilson(k2, n2)
-    d = p1 - p2
-    return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
-
-
-def report() -> str:
-    if not OUT.exists():
-        return "No causal run yet (`causal.py` trains the arms once the discovery set is measured)."
-    df = pd.read_csv(OUT)
-    t, s = df[df.arm == "transplant"], df[df.arm == "sham"]
-    k1, n1, k2, n2 = int(t.success.sum()), len(t), int(s.success.sum()), len(s)
-    p = stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]], alternative="greater").pvalue
-    lo, hi = newcombe(k1, n1, k2, n2)
-    d = k1 / n1 - k2 / n2
-    v = "follows" if d >= 0.3 and p < 0.05 else "does not follow" if hi < 0.3 else "undecided"
-    cells = df.cell.nunique()
-    return ("| test | verdict | numbers |\n|---|---|---|\n"
-            f"| causal: {PARAMS[df.params.iloc[0]][0][2:]}{PARAMS[df.params.iloc[0]][1][2:]} weights at initialisation | "
-            f"the outcome {v} the predictor | transplant {analysis.share(k1, n1)}, sham {analysis.share(k2, n2)}; "
-            f"difference {d:+.2f} (Newcombe 95% {lo:+.2f} to {hi:+.2f}); Fisher one-sided p = {p:.2g}; "
-            f"{cells} cells |")
-
-
 if __name__ == "__main__":
     if sys.argv[1:] == ["--report"]:
-        print(report())
+        print(analysis.causal_report())
         raise SystemExit(0)
     raise SystemExit(train())

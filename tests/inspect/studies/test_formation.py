@@ -15,9 +15,23 @@ import pytest
 import torch
 
 HERE = Path(__file__).resolve().parents[3] / "experiments" / "formation"
-sys.path.insert(0, str(HERE))
-import analysis  # noqa: E402
-import causal  # noqa: E402
+
+
+def _load(name: str):
+    """An experiments/formation script under a name of its own: ``design`` and ``analysis`` are
+    also other folders' script names, and every xdist worker collects every test file."""
+    import importlib.util
+
+    key = f"formation_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, HERE / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+analysis, causal, design = _load("analysis"), _load("causal"), _load("design")
 
 
 def test_within_cell_auc_is_the_plain_auc_in_one_cell_and_ignores_between_cell_pairs():
@@ -34,7 +48,7 @@ def test_within_cell_auc_is_the_plain_auc_in_one_cell_and_ignores_between_cell_p
 
 
 def test_newcombe_matches_the_published_example():
-    lo, hi = causal.newcombe(56, 70, 48, 80)
+    lo, hi = analysis.newcombe(56, 70, 48, 80)
     assert (round(lo, 4), round(hi, 4)) == (0.0524, 0.3339)
 
 
@@ -84,14 +98,11 @@ def test_the_transplant_takes_exactly_the_named_parameters_from_the_donor():
 
 def test_the_study_trains_as_the_atlas_grid_does():
     """design.py's protocol constants are the atlas grid's (no script imports another folder)."""
-    import design
+    import importlib.util
 
-    atlas = HERE.parent / "atlas"
-    sys.path.insert(0, str(atlas))
-    try:
-        import grid
-    finally:
-        sys.path.remove(str(atlas))
+    spec = importlib.util.spec_from_file_location("formation_test_grid", HERE.parent / "atlas" / "grid.py")
+    grid = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(grid)
     assert design.INIT == grid.INIT and all(design.PE[c] == grid.PE[c] for c in design.CASES)
     names = {c.replace(seed=0).name() for c in design.configs("discovery") + design.configs("held-out")}
     assert names <= {c.name() for c in grid.configs("core", "attention-only")}
