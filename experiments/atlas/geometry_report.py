@@ -65,7 +65,16 @@ def combine(verdicts: list[str]) -> str:
 
 
 def load(source=SOURCE) -> pd.DataFrame:
-    df = pd.read_csv(source, dtype={"name": str})
+    """The geometry atlas's rows, once every row's seal holds (``interp atlas`` seals them)."""
+    import io
+
+    from interp.inspect.studies.atlas_cache import read_sealed
+
+    text = Path(source).read_text()
+    ok, bad = read_sealed(text)
+    if bad or not ok:
+        raise ValueError(f"{source}: {bad} row(s) fail their seal, or it is unsealed; rerun geometry.sh --finish")
+    df = pd.read_csv(io.StringIO(text), dtype={"name": str})
     df = df[df["geometry"].notna() & (df["geometry"] != "")].copy()
     df["regime"] = [regime(int(n), int(d)) for n, d in zip(df.n, df.d_token)]
     df["d_model"] = [2 * d if c in (2, 3) else d for c, d in zip(df.case, df.d_token)]
@@ -210,6 +219,7 @@ def exploratory(df: pd.DataFrame) -> list[str]:
     """Not pre-registered: each figure's detector where it is testable, and the measures' medians."""
     from interp.inspect.mechanism import figures
     from interp.inspect.mechanism.calibration import THRESHOLDS
+    from interp.inspect.studies import atlas_geometry
 
     out = ["| figure | testable at n | seeds there | its test passes |", "|---|---|--:|---|"]
     for f in figures.FIGURES:
@@ -217,7 +227,7 @@ def exploratory(df: pd.DataFrame) -> list[str]:
         g = df[[figures.calibrated_size(int(n)) in ns for n in df.n]]
         if f == "orthoplex":
             g = g[g.n % 2 == 0]
-        fired = sum(figures.detects({**{m: r[f"value_fig_{m}"] for m in MEASURES_ALL}, "n": int(r["n"])})[f]
+        fired = sum(figures.detects({**{m: r[f"value_fig_{m}"] for m in atlas_geometry.MEASURES}, "n": int(r["n"])})[f]
                     for _, r in g.iterrows())
         out.append(f"| {f} | {', '.join(map(str, ns))} | {len(g)} | {share(int(fired), len(g))} |")
     out += ["", "| regime | n | seeds | " + " | ".join(EXPLORED) + " | pr / (n - 1) |",
@@ -226,9 +236,6 @@ def exploratory(df: pd.DataFrame) -> list[str]:
         med = [f"{g[f'value_fig_{m}'].median():.2f}" for m in EXPLORED]
         out.append(f"| {r} | {n} | {len(g)} | " + " | ".join(med) + f" | {(g.value_fig_pr / (n - 1)).median():.2f} |")
     return out
-
-
-MEASURES_ALL = ("norm_cv", "cos_sd", "simplex_dev", "orthoplex_dev", "cos_max", "pr", "top2", "rcv", "gap")
 
 
 def lower_line(df: pd.DataFrame) -> str:

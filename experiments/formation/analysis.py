@@ -53,7 +53,9 @@ def load(name: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     tl_path, rows_path = HERE / name / "timeline.csv", HERE / name / "store-rows.sqlite"
     if not (tl_path.exists() and rows_path.exists()):
         return None
-    tl = pd.read_csv(tl_path)
+    from interp.inspect.studies.timelines import read_timeline
+
+    tl = read_timeline(tl_path)  # every row's seal and the code's measures version, checked
     bad = sorted(set(tl.measures_version) - {VERSION})
     if bad:
         raise ValueError(f"{tl_path}: measures_version {bad}; accepted: {VERSION} (DESIGN.md section 6)")

@@ -81,7 +81,9 @@ def markdown(tl: pd.DataFrame, runs: pd.DataFrame) -> str:
 def main(argv: list[str]) -> int:
     from interp.training.files import write_or_check
 
-    text = markdown(pd.read_csv(FINDINGS / "timeline.csv"), pd.read_csv(FINDINGS / "runs.csv"))
+    from interp.inspect.studies.timelines import read_timeline
+
+    text = markdown(read_timeline(FINDINGS / "timeline.csv"), pd.read_csv(FINDINGS / "runs.csv"))
     code, message = write_or_check(OUT, text, argv, "experiments/timelines/reread.py")
     print(message)
     return code

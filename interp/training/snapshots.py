@@ -29,6 +29,7 @@ manifest, written whole or not at all, checked on reading), whose names are re-e
 
 from __future__ import annotations
 
+import abc
 import math
 from collections import deque
 
@@ -82,7 +83,7 @@ def _clone(model) -> dict:
     return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
 
 
-class _Copies:
+class _Copies(abc.ABC):
     """What every recorder keeps: each seed's states (``{step: state_dict}``, step 0 now) and
     the loss of every step (None where not finite); called as ``train_group``'s callback,
     ``(step, {seed: loss})``, after the step's update. Reads only."""
@@ -103,8 +104,9 @@ class _Copies:
                 curve = step == 1 or step % self.every == 0 or v < self.stop or step == self.max
                 self.seen(s, seed, step, v, curve)
 
+    @abc.abstractmethod
     def seen(self, s: int, seed: int, step: int, v: float, curve: bool) -> None:
-        raise NotImplementedError
+        """Called for each finite step of seed ``seed`` (index ``s``): copy its state if wanted."""
 
 
 class _Planned(_Copies):
