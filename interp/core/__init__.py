@@ -12,6 +12,7 @@
   parts: :mod:`~interp.core.pairs` (the pair embedding of cases 2-3), :mod:`~interp.core.inits`
   (the initialisation families), :mod:`~interp.core.residual` (residual="embed" as hooks),
   :mod:`~interp.core.embed_scale` (embed_scale="sqrt_d_model" as a hook),
+  :mod:`~interp.core.pe_combine` (case 1's pe_combine="concat", d_model = 2 d_token),
   :mod:`~interp.core.cache` (its class: TransformerLens's residual decompositions right on every spec);
   :mod:`~interp.core.roundtrip` takes a model's weights out to a plain ``HookedTransformer``
   and back (``to_vanilla``, ``from_state_dict``, with what a state dict does not hold).

@@ -169,8 +169,9 @@ CHOSEN = "f14"
 
 
 def reading_values(cls, name: str, case: int, d_token: int, n_layers: int = 1,
-                   pos_embed: str = "learned") -> dict:
-    """The fields of reading ``name`` in one cell (those that act there), as ``cls``'s fields."""
+                   pos_embed: str = "learned", pe_combine: str = "add") -> dict:
+    """The fields of reading ``name`` in one cell (those that act there), as ``cls``'s fields;
+    its MLP is as wide as the cell's d_model (2 d_token under case 1's pe_combine="concat")."""
     from interp.core import tasks
 
     if name not in READINGS:
@@ -178,5 +179,6 @@ def reading_values(cls, name: str, case: int, d_token: int, n_layers: int = 1,
     r = READINGS[name]
     mlp = {}
     if r.mlp_ratio:
-        mlp = {"d_mlp": r.mlp_ratio * tasks.get(case).d_model(d_token), "mlp": r.mlp}
+        d_model = 2 * d_token if pe_combine == "concat" else tasks.get(case).d_model(d_token)
+        mlp = {"d_mlp": r.mlp_ratio * d_model, "mlp": r.mlp}
     return acting(cls, {**mlp, **r.fields}, case, n_layers, pos_embed)

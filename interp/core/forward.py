@@ -49,7 +49,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.core import attention, embed_scale, models
+from interp.core import attention, embed_scale, models, pe_combine
 
 with warnings.catch_warnings():  # TransformerLens's MLP product, so MLP outputs match its bits
     warnings.filterwarnings("ignore", message=".*HookedTransformer is deprecated.*")
@@ -124,13 +124,15 @@ def pattern(scores: Tensor, layer_mode: attention.LayerMode) -> Tensor:
 
 def embed(model, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_model"]:
     """``hook_embed``: W_E[tokens], times the spec's embed_scale when it is not "1"
-    (:mod:`interp.core.embed_scale`, the same multiplication as its hook). Pair-token models
+    (:mod:`interp.core.embed_scale`, the same multiplication as its hook), then pe_combine's
+    token mask when "concat" (:mod:`interp.core.pe_combine`). Pair-token models
     (cases 2-3) read their two small tables instead of materialising the (n*n + n)-row W_E
     (same values: see models.PairEmbedding)."""
     spec = models.spec_of(model)
+    x = _embed(model, tokens)
     if spec is not None and spec.embed_scale != "1":
-        return _embed(model, tokens) * embed_scale.factor(spec)
-    return _embed(model, tokens)
+        x = x * embed_scale.factor(spec)
+    return pe_combine.apply(x, (pe_combine.masks(spec) or (None,))[0])
 
 
 def _embed(model, tokens: Tensor) -> Tensor:
@@ -253,7 +255,8 @@ def _final(model, tokens: Tensor, t: Apply, shared: dict) -> Tensor:
     mlp_layers = models.mlp_layers(model)
     embed_residual = getattr(models.spec_of(model), "residual", "stream") == "embed"
     x = t("hook_embed", embed(model, tokens))  # [batch, pos, d_model]
-    pos = t("hook_pos_embed", model.pos_embed.W_pos[:L][None])  # [1, pos, d_model]
+    masks = pe_combine.masks(models.spec_of(model)) or (None, None)
+    pos = t("hook_pos_embed", pe_combine.apply(model.pos_embed.W_pos[:L][None], masks[1]))  # [1, pos, d_model]
     resid = x0 = t("blocks.0.hook_resid_pre", x + pos)  # [batch, pos, d_model]
     last = cfg.n_layers - 1
     for layer in range(cfg.n_layers):

@@ -29,7 +29,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from interp.core import embed_scale, fields, residual, tasks
+from interp.core import embed_scale, fields, pe_combine, residual, tasks
 from interp.core.cache import TaskTransformer
 from interp.core.cache import outside_the_weights as _outside_the_weights
 from interp.core.fields import declare
@@ -80,7 +80,9 @@ class ModelSpec:
     "identity" is the paper's single value matrix. pos_init="zero" starts a learned W_pos at
     zero (trainable); it needs pos_embed="learned". embed_scale="sqrt_d_model" multiplies the
     token embedding (``hook_embed``, before W_pos is added) by sqrt(d_model), as Vaswani et al.
-    (2017, Section 3.4) do, by a permanent hook (:mod:`interp.core.embed_scale`). Init families
+    (2017, Section 3.4) do, by a permanent hook (:mod:`interp.core.embed_scale`).
+    pe_combine="concat" (case 1, learned PE only) concatenates the value's embedding with the
+    position's, d_model = 2 d_token (:mod:`interp.core.pe_combine`). Init families
     (:mod:`interp.core.inits`): "gpt2", "xavier_*", "kaiming_*" are TransformerLens's;
     "pytorch" is what ``nn.Embedding`` / ``nn.Linear`` give; "mha" is
     ``nn.MultiheadAttention``'s.
@@ -130,6 +132,10 @@ class ModelSpec:
                             flag="--pos-init", help="a learned W_pos drawn by init, or zero")
     embed_scale: str = declare("1", accepted=EMBED_SCALES, built="sqrt_d_model: a hook on hook_embed",
                                reading=True, flag="--embed-scale", help="the token embedding times 1 or sqrt(d_model)")
+    pe_combine: str = declare("add", accepted=pe_combine.PE_COMBINES, built="concat: zero blocks and two mask hooks",
+                              acts=lambda case, n_layers, pe: case == 1 and pe in (None, "learned"),
+                              flag="--pe-combine", help="case 1: W_pos added (d_model = d_token) or "
+                              "concatenated (d_model = 2 d_token)")
 
     def __post_init__(self):
         fields.check(self, ModelSpec)  # the fields in their order: the first bad one is named
@@ -139,9 +145,15 @@ class ModelSpec:
         if self.pos_init == "zero" and self.pos_embed == "none":
             raise ValueError("pos_init='zero' with pos_embed='none': there is no position embedding to "
                              "initialise; accepted: pos_embed='learned', or pos_init='drawn' (the default)")
+        if self.pe_combine == "concat" and (self.case, self.pos_embed) != (1, "learned"):
+            raise ValueError(f"pe_combine='concat' with case={self.case}, pos_embed={self.pos_embed!r}: the paper's "
+                             "text fixes every other case's width; accepted: case=1 with pos_embed='learned', "
+                             "or pe_combine='add' (the default)")
 
     @property
     def d_model(self) -> int:
+        if self.pe_combine == "concat":
+            return 2 * self.d_token
         return tasks.get(self.case).d_model(self.d_token)
 
     def has_mlp(self, layer: int) -> bool:
@@ -262,7 +274,7 @@ def build_model(
 ) -> HookedTransformer:
     """A freshly initialised task model: :func:`from_spec` of ``ModelSpec(case, n, d_token,
     n_layers, pos_embed, **choices)`` (``choices``: d_mlp, mlp, attn_bias, unembed_bias, W_O,
-    residual, init, pos_init, embed_scale; see :class:`ModelSpec`)."""
+    residual, init, pos_init, embed_scale, pe_combine; see :class:`ModelSpec`)."""
     return from_spec(ModelSpec(case, n, d_token, n_layers, pos_embed, **choices), seed=seed, dtype=dtype)
 
 
@@ -308,6 +320,8 @@ def attach_spec(model: HookedTransformer, spec: ModelSpec, *, fix: bool = True) 
             residual.install(model, layer)
     if spec.embed_scale != "1" and not embed_scale.installed(model):
         embed_scale.install(model, embed_scale.factor(spec))
+    if spec.pe_combine == "concat" and not pe_combine.installed(model):
+        pe_combine.install(model, spec)
     model.spec = spec
     return model
 
@@ -360,6 +374,8 @@ def _set_fixed(model, spec: ModelSpec) -> None:
         p = model.get_parameter(name)
         p.copy_(value)
         p.requires_grad_(False)
+    if spec.pe_combine == "concat":
+        pe_combine.zero_blocks(model, spec)
 
 
 def check_spec(model, *, trainable: bool = False) -> None:
@@ -385,6 +401,7 @@ def check_spec(model, *, trainable: bool = False) -> None:
     if embed_scale.installed(model) != (spec.embed_scale != "1"):
         raise ValueError(f"embed_scale={spec.embed_scale!r}, but the hook_embed scale hook is "
                          f"{'installed' if embed_scale.installed(model) else 'gone'}")
+    pe_combine.check(model, spec)
 
 
 def describe(model: HookedTransformer) -> dict:

@@ -48,7 +48,9 @@ I, pos_embed="none" drops W_pos (zero). mlp="last" stacks only the last block's 
 acts on the final position only; residual="embed" changes only the residual the last layer
 adds to (``p["residual"]``), the same as "stream" with one layer. embed_scale multiplies the
 token tables by ``p["embed_scale"]`` before anything reads them (:func:`final_logits`), so the
-gradients reach the unscaled parameters through one product; pos_init is the initial W_pos only.
+gradients reach the unscaled parameters through one product; pe_combine="concat" multiplies W_E
+and W_pos by their 0/1 masks there too (:mod:`interp.core.pe_combine`: the zero blocks get a zero
+gradient, as under the hooks); pos_init is the initial W_pos only.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.core import attention, embed_scale, models
+from interp.core import attention, embed_scale, models, pe_combine
 from interp.training import fast_tables as tb
 from interp.training import fast_two_layers as two
 
@@ -134,6 +136,7 @@ def stack_params(models_: list, *, leaves: dict | None = None, pos_zero: bool | 
         layers=[],
         residual=getattr(models.spec_of(m0), "residual", "stream"),
         embed_scale=_embed_scale(m0),
+        pe_masks=_pe_masks(m0),
     )
     for layer, has_mlp in enumerate(models.mlp_layers(m0)):
         ws = {}
@@ -153,6 +156,12 @@ def _embed_scale(model) -> float | None:
     return None if spec is None or spec.embed_scale == "1" else embed_scale.factor(spec)
 
 
+def _pe_masks(model) -> tuple | None:
+    """pe_combine="concat"'s (token, position) masks on the model's device and dtype; None for "add"."""
+    masks = pe_combine.masks(models.spec_of(model))
+    return None if masks is None else tuple(m.to(model.embed.W_E) for m in masks)
+
+
 def _scaled_tables(p: dict) -> dict:
     """``p`` with the token tables times ``p["embed_scale"]``: what ``hook_embed`` carries is a
     gather of the scaled table, elementwise the same product as the hook's."""
@@ -167,6 +176,9 @@ def final_logits(p: dict, J: Int[Tensor, "K seed batch pos"]) -> Float[Tensor, "
     (:func:`interp.training.fast_train.token_indices`)."""
     if p.get("embed_scale") is not None:
         p = _scaled_tables(p)
+    if p.get("pe_masks") is not None:  # pe_combine="concat": the hooks' masks, so the zero blocks get no gradient
+        token, position = p["pe_masks"]
+        p = {**p, "T": pe_combine.apply(p["T"], token), "pos": pe_combine.apply(p["pos"], position), "pe_masks": None}
     if len(p["layers"]) == 1:
         return _final_logits_1(p, J)
     if "W_in" in p["layers"][0]:

@@ -149,7 +149,7 @@ class TrainConfig(models.ModelSpec):
         if reading not in fields.READINGS:
             raise ValueError(f"reading={reading!r}; accepted: one of {tuple(fields.READINGS)}")
         defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-        cell = {k: given.get(k, defaults[k]) for k in ("n_layers", "pos_embed")}
+        cell = {k: given.get(k, defaults[k]) for k in ("n_layers", "pos_embed", "pe_combine")}
         try:
             values = fields.reading_values(cls, reading, case, d_token, **cell)
         except (ValueError, TypeError):

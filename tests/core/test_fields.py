@@ -139,6 +139,8 @@ def test_every_field_is_declared_with_its_facts():
 #: every value a ModelSpec field declares (a tuple of choices), off the base model below: read
 #: from the declarations, so a field added later is checked here without editing this file
 BASE = dict(case=5, n=3, d_token=4, n_layers=2, d_mlp=8)
+#: the cell a field's other values need, where the base refuses them (pe_combine="concat": case 1)
+CELL = {"pe_combine": dict(case=1)}
 VALUES = [(name, value) for name, info in fields.infos(models.ModelSpec).items()
           if isinstance(info.accepted, tuple) and name not in ("case",)
           for value in info.accepted if value != BASE.get(name, dataclasses.MISSING)]
@@ -153,7 +155,8 @@ def test_every_declared_value_builds_the_model_transformer_lens_computes(name, v
     from interp.core import forward, tasks
     from interp.training import checkpoints, fast_train
 
-    spec = models.ModelSpec(**{**BASE, name: value})
+    base = {**BASE, **CELL.get(name, {})}
+    spec = models.ModelSpec(**{**base, name: value})
     model = models.from_spec(spec, seed=2)
     with torch.no_grad():  # biases off zero, so a bias choice shows in the logits
         for p in model.parameters():
@@ -168,7 +171,7 @@ def test_every_declared_value_builds_the_model_transformer_lens_computes(name, v
     assert loaded.spec == spec and torch.equal(loaded(tokens)[:, -1], want)
     assert getattr(loaded.spec, name) == value
     if name != "mlp":  # attention-only (mlp="last" needs an MLP): the attribution adds up to the logit
-        _attribution_adds_up(models.from_spec(models.ModelSpec(**{**BASE, "d_mlp": 0, name: value}), seed=3), tokens)
+        _attribution_adds_up(models.from_spec(models.ModelSpec(**{**base, "d_mlp": 0, name: value}), seed=3), tokens)
 
 
 def _attribution_adds_up(model, tokens) -> None:
