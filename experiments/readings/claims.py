@@ -196,6 +196,14 @@ def check_claims() -> list[Claim]:
     return out
 
 
+def screen_pe_claim() -> Claim:
+    """Issue 53 item 5's screen of case 1's width convention: its rule's verdict
+    (``experiments/paper-check/screen-pe/verdict.md``, written by its ``judge.py``)."""
+    path = EXP / "paper-check" / "screen-pe" / "verdict.md"
+    row = next(t for t in md_tables(path) if t and "W1 and the rule" in t[0])[0]["W1 and the rule"]
+    return Claim("screen-pe", row, (GUIDE, "experiments/paper-check/SCREEN-pe.md"))
+
+
 def screen_claims() -> list[Claim]:
     """Issue 28's screen: its gate on the 48 held-out cells (``scores.md``, written by its
     ``score.py``) and both tables under its choice ``f14`` (``f14/table{1,2}/report.md``)."""
@@ -603,7 +611,7 @@ def formation_claims() -> list[Claim]:
 
 
 def claims() -> list[Claim]:
-    return (table_claims() + check_claims() + screen_claims() + cpu_claims() + mlp_claims() + budget_claims() + analysis_claims() + [scores_claim()]
+    return (table_claims() + check_claims() + [screen_pe_claim()] + screen_claims() + cpu_claims() + mlp_claims() + budget_claims() + analysis_claims() + [scores_claim()]
             + bench_claims() + atlas_claims() + level_claims() + timeline_claims() + circle_init_claims()
             + geometry_claims() + formation_claims() + reread_claims())
 

@@ -191,3 +191,35 @@ def test_the_geometry_report_is_current():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.markdown(module.load()) == module.OUT.read_text(), "run experiments/atlas/geometry_report.py"
+
+
+def _judge():
+    spec = importlib.util.spec_from_file_location("screen_pe_judge", EXP / "paper-check" / "screen-pe" / "judge.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_width_screen_verdict_is_current_and_recounted(texts):
+    """Issue 53 item 5: verdict.md is judge.py's rendering of report.md, and its counts are the
+    report's per-cell rows recounted here ("consistent" verdicts of d_token 2-8 and 16-32)."""
+    judge = _judge()
+    assert judge.render() == judge.OUT.read_text(), "run experiments/paper-check/screen-pe/judge.py"
+    report = (EXP / "paper-check" / "screen-pe" / "report.md").read_text()
+    verdicts = {int(m[1]): m[2].strip() for m in re.finditer(r"^\| case 1, [^|]*d_token (\d+) \|.*\|([^|]*)\|$",
+                                                              report, re.M)}
+    assert sorted(verdicts) == [2, 4, 8, 16, 32]
+    screening = sum(verdicts[d] == "consistent" for d in (2, 4, 8))
+    confirmation = sum(verdicts[d] == "consistent" for d in (16, 32))
+    assert f"in {screening} of 3 screening cells" in texts["screen-pe"]
+    assert f"and {confirmation} of 2 confirmation cells" in texts["screen-pe"]
+    assert ("W1 holds" in texts["screen-pe"]) == (screening >= 2 and confirmation == 2)
+
+
+@pytest.mark.parametrize("inside, decision", [
+    ((4, 8, 16, 32), "`concat` is named"), ((2, 4, 8), "explains some cells and breaks others"),
+    ((2, 16, 32), "ruled out"), ((), "ruled out")])
+def test_the_width_screen_rule_can_come_out_each_way(inside, decision):
+    rows = {d: {"verdict": "consistent" if d in inside else "**outside**: ..."} for d in (2, 4, 8, 16, 32)}
+    line, said = _judge().verdict(rows)
+    assert decision in said and ("W1 holds" in line) == (decision == "`concat` is named")
