@@ -33,6 +33,8 @@ GROUPS = dict(
                      batch_size=32),
     screen=TrainConfig(case=3, n=4, d_token=3, key_order="batch", pos_init="zero", embed_scale="sqrt_d_model",
                        max_steps=200, stop_loss=0.2, lr=0.05, eval_batches=1, batch_size=32),
+    concat=TrainConfig(case=1, n=4, d_token=3, pe_combine="concat", init="pytorch", max_steps=90, stop_loss=0.3,
+                       lr=0.02, eval_batches=1, batch_size=32),  # the zero blocks' masks in the captured step
 )
 
 
