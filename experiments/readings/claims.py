@@ -193,7 +193,19 @@ def check_claims() -> list[Claim]:
         out.append(Claim(f"check-group-{name[0]}", f"| {name} | {counts['attention-only']} | {counts['f14']} |",
                          (GUIDE,)))
     out.append(Claim("check-fisher", _found(r"5 seeds a side: ([^\n]*)\.", text, path)[1], (GUIDE,)))
-    return out
+    return out + [_stability_claim(path)]
+
+
+def _stability_claim(path: Path) -> Claim:
+    """check.md's stability table: of the cells with 15 seeds, how many change their decision
+    between their first 10 and all 15, and in which direction."""
+    rows = next(t for t in md_tables(path) if t and "stable (10 against 15)" in t[0])
+    full = [r for r in rows if r["N"] == "15"]
+    moved = [r for r in full if r["stable (10 against 15)"] != "yes"]
+    inward = sum(r["on 10"] == "yes" and r["on all"] == "no" for r in moved)
+    return Claim("check-stability", f"| {len(moved)} of {len(full)} cells with 15 seeds change their decision between "
+                 f"their first 10 and all 15; {inward} of those {len(moved)} move from outside to consistent |",
+                 (GUIDE,))
 
 
 def screen_pe_claim() -> Claim:
