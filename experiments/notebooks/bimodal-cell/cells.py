@@ -4,7 +4,9 @@ Reads every committed per-seed accuracy: the per-cell lines of the sweeps' repor
 (``experiments/**/report.md``, the column "per-seed accuracy (seed: %)"; not
 ``experiments/bench/``, whose reports re-time the same cells of Tables 1-2, and not
 ``experiments/readings/screen/``, whose sweeps set the paper's unstated training choices off
-the shipped defaults and whose reports grow while the screen runs) and
+the shipped defaults and whose reports grow while the screen runs, and not
+``experiments/paper-check/``, whose reports are a screen off the defaults and Tables 1-2's
+cells retrained) and
 ``experiments/readings/seeds.csv``. A cell is *bimodal* when, by the rule of
 ``interp analyze-sweep`` (:func:`interp.inspect.studies.analysis.classify`), some seed succeeds
 (accuracy >= 99%) and some seed failed (accuracy < max(2/n, 5%), near chance 1/n); cells at
@@ -73,7 +75,7 @@ def _cells_of_seeds_csv(path: Path):
 def bimodal_cells(root: Path = ROOT) -> list[dict]:
     """Every bimodal cell of the committed per-seed results, best first (module docstring)."""
     sources = [(p, _title(p), _cells_of_report(p)) for p in sorted((root / "experiments").rglob("report.md"))
-               if not {"results", "bench", "screen"} & set(p.relative_to(root).parts)]
+               if not {"results", "bench", "screen", "paper-check"} & set(p.relative_to(root).parts)]
     seeds_csv = root / "experiments" / "readings" / "seeds.csv"
     sources.append((seeds_csv, "per-seed results of the readings", _cells_of_seeds_csv(seeds_csv)))
     found = []
