@@ -79,11 +79,15 @@ def test_every_declared_field_has_its_flag_and_reaches_the_config():
     off = dict(n_layers=2, pos_embed="learned", d_mlp=7, mlp="every", attn_bias=False, unembed_bias=True,
                W_O="free", residual="stream", init="mha", pos_init="zero", embed_scale="sqrt_d_model",
                key_order="sequence")
+    elsewhere = {"pe_combine": ("concat", ["--case", "1", "--n", "4", "--d-token", "16"])}  # needs case 1
     flagged = {k: i.flag for k, i in declared.infos(TrainConfig).items() if i.flag and k not in ("case", "n", "d_token")}
-    assert set(flagged) == set(off)  # a new field's flag: add its value off the preset here
+    assert set(flagged) == set(off) | set(elsewhere)  # a new field's flag: add its value off the preset here
     argv = [x for k, v in off.items() for x in (flagged[k], str(v).lower() if isinstance(v, bool) else str(v))]
     config = train_cli.config_from_args(_parser("train").parse_args(["train", *TINY[:6], *argv, "--out", "x"]))
     assert {k: getattr(config, k) for k in off} == off
+    for k, (v, cell) in elsewhere.items():
+        config = train_cli.config_from_args(_parser("train").parse_args(["train", *cell, flagged[k], v, "--out", "x"]))
+        assert getattr(config, k) == v
     assert main(["train", *TINY, "--w-o", "diagonal", "--out", "x"]) == 2
 
 
